@@ -1,0 +1,100 @@
+package apiserver
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the API server's Prometheus series, named as kube-apiserver
+// names them. Registry is where other components (scheduler, controllers)
+// register theirs so that /metrics shows them all.
+type metrics struct {
+	Registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	watchers prometheus.Gauge
+	handler  http.Handler
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		Registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "apiserver_request_total",
+			Help: "Counter of apiserver requests broken out for each verb, group, version, resource and HTTP response code.",
+		}, []string{"verb", "group", "version", "resource", "subresource", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "apiserver_request_duration_seconds",
+			Help:    "Response latency distribution in seconds for each verb, group, version, resource and subresource.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"verb", "group", "version", "resource", "subresource"}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "apiserver_registered_watchers",
+			Help: "Number of currently open watches.",
+		}),
+	}
+	m.Registry.MustRegister(m.requests, m.latency, m.watchers,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	return m
+}
+
+// Metrics returns the registry that /metrics serves.
+func (s *Server) Metrics() *prometheus.Registry { return s.metrics.Registry }
+
+// recorder captures the response code and passes flushes through (watch).
+type recorder struct {
+	http.ResponseWriter
+	code  int
+	start time.Time
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (m *metrics) begin(w http.ResponseWriter) *recorder {
+	return &recorder{ResponseWriter: w, start: time.Now()}
+}
+
+func (m *metrics) end(rec *recorder, r *http.Request, info requestInfo) {
+	if !info.IsResource {
+		return
+	}
+	code := rec.code
+	if code == 0 {
+		code = http.StatusOK
+	}
+	verb := info.Verb
+	m.requests.WithLabelValues(verb, info.Group, info.Version, info.Resource, info.Subresource, strconv.Itoa(code)).Inc()
+	if verb != "watch" {
+		m.latency.WithLabelValues(verb, info.Group, info.Version, info.Resource, info.Subresource).Observe(time.Since(rec.start).Seconds())
+	}
+}
+
+func (m *metrics) serve(w http.ResponseWriter, r *http.Request) {
+	m.handler.ServeHTTP(w, r)
+}
