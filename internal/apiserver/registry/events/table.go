@@ -54,7 +54,7 @@ func TableRow(obj runtime.Object) ([]interface{}, error) {
 		EventTime:           ev.EventTime,
 		Count:               ev.Count,
 		Series:              ev.Series,
-	}), nil
+	}, now()), nil
 }
 
 // Summary is what an event's table row is made of, in core/v1 terms, so
@@ -77,23 +77,24 @@ type Summary struct {
 }
 
 // Row returns the cells of an event's table row, one per TableColumns
-// entry, computed as kube-apiserver does: FIRST SEEN falls back to
+// entry, with ages measured at now, computed as kube-apiserver does: FIRST
+// SEEN falls back to
 // eventTime, LAST SEEN to FIRST SEEN; a series gives LAST SEEN and COUNT;
 // COUNT is at least 1; OBJECT is "<kind>/<name>" with the kind lower-cased;
 // SOURCE is "<component>, <host>" falling back to the reporting controller
 // and instance.
-func Row(s Summary) []interface{} {
-	first := age(s.FirstTimestamp)
+func Row(s Summary, now time.Time) []interface{} {
+	first := age(s.FirstTimestamp.Time, now)
 	if s.FirstTimestamp.IsZero() {
-		first = microAge(s.EventTime)
+		first = age(s.EventTime.Time, now)
 	}
-	last := age(s.LastTimestamp)
+	last := age(s.LastTimestamp.Time, now)
 	if s.LastTimestamp.IsZero() {
 		last = first
 	}
 	count := s.Count
 	if s.Series != nil {
-		last = microAge(s.Series.LastObservedTime)
+		last = age(s.Series.LastObservedTime.Time, now)
 		count = s.Series.Count
 	} else if count == 0 {
 		// Events of the new API that happened once carry no count.
@@ -135,19 +136,11 @@ func source(src corev1.EventSource, controller, instance string) string {
 	return component + ", " + host
 }
 
-// age is the time since t in kubectl's short form ("5m", "3d4h"), or
+// age is the time from t to now in kubectl's short form ("5m", "3d4h"), or
 // "<unknown>" for the zero time.
-func age(t metav1.Time) string {
+func age(t, now time.Time) string {
 	if t.IsZero() {
 		return "<unknown>"
 	}
-	return duration.HumanDuration(now().Sub(t.Time))
-}
-
-// microAge is age for a MicroTime.
-func microAge(t metav1.MicroTime) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now().Sub(t.Time))
+	return duration.HumanDuration(now.Sub(t))
 }
