@@ -1,0 +1,203 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Defaults tuned for one machine.
+const (
+	// DefaultQuotaBackendBytes is the backend size limit: 8 GiB, etcd's
+	// recommended maximum.
+	DefaultQuotaBackendBytes = 8 << 30
+	// DefaultSnapshotCount is the number of applied entries between raft
+	// snapshots.
+	DefaultSnapshotCount = 10000
+	// DefaultReadyTimeout bounds how long Start waits for the member to
+	// become ready to serve.
+	DefaultReadyTimeout = 60 * time.Second
+)
+
+// Config configures the embedded etcd server.
+type Config struct {
+	// DataDir holds etcd's data; it is created with mode 0700 if missing
+	// and its mode is tightened to 0700 if it exists.
+	DataDir string
+	// ClientPort and PeerPort are the loopback ports to listen on; 0 picks
+	// a free port.
+	ClientPort, PeerPort int
+	// Name is the member name; "" means "skiff".
+	Name string
+	// ReadyTimeout bounds the wait for readiness; 0 means DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// UnsafeNoFsync disables fsync. It loses data on a crash: for tests and
+	// throwaway clusters only.
+	UnsafeNoFsync bool
+	// LogLevel is etcd's zap log level ("debug", "info", "warn", "error");
+	// "" means "error".
+	LogLevel string
+}
+
+// Server is a running embedded etcd member listening on 127.0.0.1 only.
+type Server struct {
+	etcd      *embed.Etcd
+	endpoints []string
+	closeOnce sync.Once
+}
+
+// Start starts an embedded etcd member and returns once it is ready to
+// serve clients, or with an error after Config.ReadyTimeout or when ctx
+// ends first. Automatic
+// compaction is off: the storage layer compacts (see the etcd3 storage
+// package's RunCompactor). The caller must Close the server.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("etcd: DataDir is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcd: create data dir: %w", err)
+	}
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcd: data dir mode: %w", err)
+	}
+	// Ports picked here may be taken by someone else before etcd binds
+	// them; retry with fresh ports when that happens.
+	const attempts = 5
+	var lastErr error
+	for i := 0; i < attempts; i++ {
+		s, err := start(ctx, cfg)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+		picked := cfg.ClientPort == 0 || cfg.PeerPort == 0
+		if !picked || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func start(ctx context.Context, cfg Config) (*Server, error) {
+	clientPort, err := portOrFree(cfg.ClientPort)
+	if err != nil {
+		return nil, err
+	}
+	peerPort, err := portOrFree(cfg.PeerPort)
+	if err != nil {
+		return nil, err
+	}
+	lg, err := newLogger(cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	if ec.Name == "" {
+		ec.Name = "skiff"
+	}
+	ec.Dir = cfg.DataDir
+	clientURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(clientPort))}
+	peerURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort))}
+	ec.ListenClientUrls = []url.URL{clientURL}
+	ec.AdvertiseClientUrls = []url.URL{clientURL}
+	ec.ListenPeerUrls = []url.URL{peerURL}
+	ec.AdvertisePeerUrls = []url.URL{peerURL}
+	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	ec.SnapshotCount = DefaultSnapshotCount
+	ec.QuotaBackendBytes = DefaultQuotaBackendBytes
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	ec.AutoCompactionRetention = "0" // off: the storage layer compacts
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	ec.EnableGRPCGateway = false
+	ec.Metrics = "basic"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+	ec.Logger = "zap"
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: start in %s: %w", cfg.DataDir, err)
+	}
+	timeout := cfg.ReadyTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadyTimeout
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcd: failed before ready: %w", err)
+	case <-t.C:
+		e.Close()
+		return nil, fmt.Errorf("etcd: not ready after %s", timeout)
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("etcd: waiting for readiness: %w", ctx.Err())
+	}
+	return &Server{etcd: e, endpoints: []string{clientURL.String()}}, nil
+}
+
+// Endpoints returns the client URLs, e.g. ["http://127.0.0.1:40123"].
+func (s *Server) Endpoints() []string {
+	return append([]string(nil), s.endpoints...)
+}
+
+// Err reports a fatal server error; it receives at most once.
+func (s *Server) Err() <-chan error {
+	return s.etcd.Err()
+}
+
+// Close stops the member gracefully and releases its ports and data
+// directory. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(s.etcd.Close)
+}
+
+func portOrFree(port int) (int, error) {
+	if port != 0 {
+		return port, nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("etcd: pick a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// newLogger returns a JSON zap logger on stderr at the given level
+// ("" = error).
+func newLogger(level string) (*zap.Logger, error) {
+	if level == "" {
+		level = "error"
+	}
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: log level %q: %w", level, err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	zc.OutputPaths = []string{"stderr"}
+	zc.ErrorOutputPaths = []string{"stderr"}
+	lg, err := zc.Build()
+	if err != nil {
+		return nil, fmt.Errorf("etcd: build logger: %w", err)
+	}
+	return lg, nil
+}
