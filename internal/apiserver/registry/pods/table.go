@@ -61,6 +61,24 @@ func TableRow(obj runtime.Object) ([]interface{}, error) {
 	}, nil
 }
 
+// TableRowConditions returns the conditions kube-apiserver attaches to a
+// pod's table row: Completed=True with reason Succeeded or Failed for pods in
+// those phases, nil otherwise (and for anything but a *corev1.Pod). The
+// returned slice is freshly allocated.
+func TableRowConditions(obj runtime.Object) []metav1.TableRowCondition {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		return []metav1.TableRowCondition{{Type: metav1.RowCompleted, Status: metav1.ConditionTrue, Reason: string(corev1.PodSucceeded), Message: "The pod has completed successfully."}}
+	case corev1.PodFailed:
+		return []metav1.TableRowCondition{{Type: metav1.RowCompleted, Status: metav1.ConditionTrue, Reason: string(corev1.PodFailed), Message: "The pod failed."}}
+	}
+	return nil
+}
+
 // podSummary is what the READY, STATUS and RESTARTS cells are made of.
 type podSummary struct {
 	ready, total int

@@ -420,3 +420,30 @@ func TestTableColumns(t *testing.T) {
 		t.Errorf("row has %d cells for %d columns", len(row), len(TableColumns))
 	}
 }
+
+func TestTableRowConditions(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want []metav1.TableRowCondition
+	}{
+		{name: "running", pod: newPod([]string{"app"}, phase(corev1.PodRunning)), want: nil},
+		{
+			name: "succeeded",
+			pod:  newPod([]string{"app"}, phase(corev1.PodSucceeded)),
+			want: []metav1.TableRowCondition{{Type: metav1.RowCompleted, Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "The pod has completed successfully."}},
+		},
+		{
+			name: "failed",
+			pod:  newPod([]string{"app"}, phase(corev1.PodFailed)),
+			want: []metav1.TableRowCondition{{Type: metav1.RowCompleted, Status: metav1.ConditionTrue, Reason: "Failed", Message: "The pod failed."}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := TableRowConditions(tt.pod); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("TableRowConditions = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
