@@ -1,0 +1,135 @@
+package pki
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Names used by EnsureServerPKI inside <data-dir>.
+const (
+	// PKIDirName is the directory, under the data dir, holding every key and certificate.
+	PKIDirName = "pki"
+	// ServingCertName is the file base (and common name) of the API server's serving pair.
+	ServingCertName = "apiserver"
+	// AdminCertName is the file base of the admin client pair.
+	AdminCertName = "admin"
+	// AdminUser and AdminGroup are the identity of the admin client certificate: a member
+	// of system:masters, which authorizers treat as allowed to do everything.
+	AdminUser  = "skiff-admin"
+	AdminGroup = "system:masters"
+	// KubeconfigFileName is the admin kubeconfig's name under the data dir.
+	KubeconfigFileName = "kubeconfig.yaml"
+)
+
+// ServerPKI is the key material of a skiff server: its CA, the API server's serving
+// pair and the admin client pair, all under Dir. Paths are absolute when dataDir was.
+type ServerPKI struct {
+	// DataDir is the data dir given to EnsureServerPKI; Dir is DataDir/pki.
+	DataDir, Dir string
+	// CA signs everything below and verifies client certificates.
+	CA *CA
+	// ServingCertFile and ServingKeyFile are the API server's TLS pair.
+	ServingCertFile, ServingKeyFile string
+	// AdminCertFile and AdminKeyFile authenticate as AdminUser in AdminGroup.
+	AdminCertFile, AdminKeyFile string
+}
+
+// EnsureServerPKI creates or reuses everything a server needs under dataDir/pki (mode
+// 0700): the CA (see EnsureCA for when that fails), the serving certificate
+// ServingCertName for the default names plus extraHosts (see EnsureServingCert; pass the
+// service IP, e.g. 10.43.0.1, and the bind address) and the admin client certificate
+// (CN=skiff-admin, O=system:masters). It writes no kubeconfig; see WriteAdminKubeconfig.
+func EnsureServerPKI(dataDir string, extraHosts []string) (*ServerPKI, error) {
+	dir := filepath.Join(dataDir, PKIDirName)
+	if err := ensureDir(dir); err != nil {
+		return nil, fmt.Errorf("server PKI: %w", err)
+	}
+	ca, err := EnsureCA(dir)
+	if err != nil {
+		return nil, fmt.Errorf("server PKI: %w", err)
+	}
+	p := &ServerPKI{DataDir: dataDir, Dir: dir, CA: ca}
+	p.ServingCertFile, p.ServingKeyFile, err = ca.EnsureServingCert(dir, ServingCertName, extraHosts)
+	if err != nil {
+		return nil, fmt.Errorf("server PKI: serving certificate: %w", err)
+	}
+	p.AdminCertFile, p.AdminKeyFile, err = ca.EnsureClientCert(dir, AdminCertName, AdminUser, []string{AdminGroup})
+	if err != nil {
+		return nil, fmt.Errorf("server PKI: admin certificate: %w", err)
+	}
+	return p, nil
+}
+
+// ClientCAPool returns a new pool holding the CA that signs client certificates.
+func (p *ServerPKI) ClientCAPool() *x509.CertPool {
+	return p.CA.Pool()
+}
+
+// ServingTLSConfig returns a new TLS configuration for the API server: the serving pair
+// loaded from disk now, TLS 1.2 or later, HTTP/2 and HTTP/1.1 offered through ALPN, and
+// client certificates requested and, when given, verified against the CA
+// (tls.VerifyClientCertIfGiven): a client without a certificate still connects and the
+// server decides whether to answer 401, while one presenting a certificate the CA did not
+// sign fails the handshake. The caller owns the returned value.
+func (p *ServerPKI) ServingTLSConfig() (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(p.ServingCertFile, p.ServingKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load serving certificate %s: %w", p.ServingCertFile, err)
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{pair},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    p.ClientCAPool(),
+		NextProtos:   []string{"h2", "http/1.1"},
+	}, nil
+}
+
+// AdminKubeconfig returns a kubeconfig for serverURL (e.g. https://127.0.0.1:6443) that
+// trusts the CA and authenticates with the admin certificate, with cluster, context and
+// user named DefaultKubeconfigName.
+func (p *ServerPKI) AdminKubeconfig(serverURL string) ([]byte, error) {
+	certPEM, err := os.ReadFile(p.AdminCertFile)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig: %w", err)
+	}
+	keyPEM, err := os.ReadFile(p.AdminKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig: %w", err)
+	}
+	return Kubeconfig(serverURL, p.CA.CertPEM, certPEM, keyPEM, "", "")
+}
+
+// WriteAdminKubeconfig writes AdminKubeconfig(serverURL) to DataDir/kubeconfig.yaml
+// atomically with mode 0600 and returns that path.
+func (p *ServerPKI) WriteAdminKubeconfig(serverURL string) (string, error) {
+	data, err := p.AdminKubeconfig(serverURL)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(p.DataDir, KubeconfigFileName)
+	if err := writeFileAtomic(path, data, keyMode); err != nil {
+		return "", fmt.Errorf("write admin kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
+// AdminRESTConfig returns a client-go configuration for serverURL with the admin identity,
+// built from AdminKubeconfig, for in-process components and tests.
+func (p *ServerPKI) AdminRESTConfig(serverURL string) (*rest.Config, error) {
+	data, err := p.AdminKubeconfig(serverURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("admin REST config: %w", err)
+	}
+	return cfg, nil
+}
