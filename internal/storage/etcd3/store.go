@@ -1,0 +1,537 @@
+package etcd3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+
+	"github.com/skiff-sh/skiff/internal/storage"
+)
+
+// optimisticLockMsg is Kubernetes' message for a write based on an
+// outdated resourceVersion.
+const optimisticLockMsg = "the object has been modified; please apply your changes to the latest version and try again"
+
+// Store keeps one resource's objects in etcd under a key prefix and serves
+// watches from its watch cache. It is safe for concurrent use. Close stops
+// the cache; the etcd client stays the caller's.
+type Store struct {
+	client  *clientv3.Client
+	codec   runtime.Codec
+	newFunc func() runtime.Object
+	gr      schema.GroupResource
+	// prefix is the resource prefix, ending in "/".
+	prefix string
+	leases *leaseManager
+	cache  *watchCache
+	log    *slog.Logger
+	bufs   sync.Pool
+}
+
+var _ storage.Store = &Store{}
+
+// options are the tunables tests and benchmarks change.
+type options struct {
+	clock clock.WithTicker
+	// minEvents and maxEvents bound the watch cache's event ring.
+	minEvents, maxEvents int
+	log                  *slog.Logger
+}
+
+func defaultOptions() options {
+	return options{clock: clock.RealClock{}, minEvents: defaultMinEvents, maxEvents: defaultMaxEvents, log: slog.Default()}
+}
+
+// New returns the Store of resource gr whose objects live under
+// resourcePrefix (e.g. "/registry/pods"). Every key given to the Store's
+// methods is a full etcd key below that prefix, e.g.
+// "/registry/pods/default/web". codec encodes objects for storage (usually
+// protobuf for the resource's GroupVersion) and decodes them into objects
+// made by newFunc. newListFunc is accepted for symmetry with Kubernetes'
+// storage constructors and is not used: lists are returned as
+// storage.ListResult.
+//
+// New starts the watch cache in the background (an etcd list, then one
+// etcd watch on the prefix); requests that need it wait until it is ready.
+// The caller must call Close when done.
+func New(client *clientv3.Client, codec runtime.Codec, newFunc func() runtime.Object, newListFunc func() runtime.Object, gr schema.GroupResource, resourcePrefix string) *Store {
+	return newStore(client, codec, newFunc, gr, resourcePrefix, defaultOptions())
+}
+
+func newStore(client *clientv3.Client, codec runtime.Codec, newFunc func() runtime.Object, gr schema.GroupResource, resourcePrefix string, o options) *Store {
+	prefix := resourcePrefix
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	s := &Store{
+		client:  client,
+		codec:   codec,
+		newFunc: newFunc,
+		gr:      gr,
+		prefix:  prefix,
+		leases:  newLeaseManager(client, o.clock),
+		log:     o.log.With("resource", gr.String()),
+		bufs:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
+	}
+	s.cache = newWatchCache(s, o)
+	return s
+}
+
+// Close stops the watch cache and ends every watch of this Store. Calls
+// after Close that need the cache fail.
+func (s *Store) Close() {
+	s.cache.stop()
+}
+
+// WaitReady blocks until the watch cache holds the resource's state, or
+// ctx ends.
+func (s *Store) WaitReady(ctx context.Context) error {
+	return s.cache.waitReady(ctx)
+}
+
+// Create implements storage.Store. It takes ownership of obj: its
+// resourceVersion is cleared before encoding and set to the revision of the
+// write, and obj itself is returned. A non-empty resourceVersion on obj is
+// refused, as Kubernetes does.
+func (s *Store) Create(ctx context.Context, key string, obj runtime.Object, ttlSeconds int64) (runtime.Object, error) {
+	if err := s.checkKey(key); err != nil {
+		return nil, err
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("create %s: %w", key, err))
+	}
+	if rv := acc.GetResourceVersion(); rv != "" && rv != "0" {
+		return nil, apierrors.NewInternalError(errors.New("resourceVersion should not be set on objects to be created"))
+	}
+	acc.SetResourceVersion("")
+	acc.SetSelfLink("")
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	var putOpts []clientv3.OpOption
+	if ttlSeconds > 0 {
+		id, err := s.leases.get(ctx, ttlSeconds)
+		if err != nil {
+			return nil, s.internal("create", key, fmt.Errorf("grant lease: %w", err))
+		}
+		putOpts = append(putOpts, clientv3.WithLease(id))
+	}
+	resp, err := s.client.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+	).Then(
+		clientv3.OpPut(key, data, putOpts...),
+	).Commit()
+	if err != nil {
+		return nil, s.internal("create", key, err)
+	}
+	if !resp.Succeeded {
+		return nil, apierrors.NewAlreadyExists(s.gr, nameOf(key))
+	}
+	acc.SetResourceVersion(strconv.FormatInt(resp.Header.Revision, 10))
+	return obj, nil
+}
+
+// Get implements storage.Store with a linearizable read from etcd.
+func (s *Store) Get(ctx context.Context, key string) (runtime.Object, error) {
+	if err := s.checkKey(key); err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return nil, s.internal("get", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, apierrors.NewNotFound(s.gr, nameOf(key))
+	}
+	return s.decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+}
+
+// objState is what a conditional write is based on.
+type objState struct {
+	// obj is the decoded object owned by this call, nil when the key does
+	// not exist.
+	obj  runtime.Object
+	data []byte
+	// rev is the key's ModRevision, 0 when it does not exist.
+	rev int64
+}
+
+// fetch reads the current state of key from etcd.
+func (s *Store) fetch(ctx context.Context, key string) (*objState, error) {
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return nil, s.internal("get", key, err)
+	}
+	return s.stateFrom(resp.Kvs)
+}
+
+func (s *Store) stateFrom(kvs []*mvccpb.KeyValue) (*objState, error) {
+	if len(kvs) == 0 {
+		return &objState{}, nil
+	}
+	obj, err := s.decode(kvs[0].Value, kvs[0].ModRevision)
+	if err != nil {
+		return nil, err
+	}
+	return &objState{obj: obj, data: kvs[0].Value, rev: kvs[0].ModRevision}, nil
+}
+
+// initialState returns the state to base a write on: the watch cache's
+// (possibly stale, then fresh is false) when the cache is ready, else a
+// fresh read.
+func (s *Store) initialState(ctx context.Context, key string) (st *objState, fresh bool, err error) {
+	if e, ok := s.cache.lookup(key); ok {
+		if e == nil {
+			return &objState{}, false, nil
+		}
+		return &objState{obj: e.obj.DeepCopyObject(), data: e.data, rev: e.rev}, false, nil
+	}
+	st, err = s.fetch(ctx, key)
+	return st, true, err
+}
+
+// GuaranteedUpdate implements storage.Store. The first attempt is based on
+// the watch cache's copy of the object, so an uncontended update costs one
+// etcd transaction; whenever that copy may have been stale (a failed
+// precondition, an error from tryUpdate, an unchanged result) the object
+// is read from etcd and the attempt repeated. tryUpdate receives an object
+// owned by this call (never a shared cached one). A failed UID
+// precondition is a Conflict in Kubernetes' storage wording; a failed
+// ResourceVersion precondition is a Conflict with Kubernetes' optimistic
+// lock message. An update keeps the key's TTL lease.
+func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *storage.Preconditions, ignoreNotFound bool, tryUpdate storage.UpdateFunc) (runtime.Object, error) {
+	if err := s.checkKey(key); err != nil {
+		return nil, err
+	}
+	name := nameOf(key)
+	st, fresh, err := s.initialState(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	// refresh re-reads the key, reporting whether its revision changed.
+	refresh := func() (bool, error) {
+		old := st.rev
+		st, err = s.fetch(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		fresh = true
+		return st.rev != old, nil
+	}
+	for {
+		if st.obj == nil && !ignoreNotFound {
+			if !fresh {
+				if _, err := refresh(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, apierrors.NewNotFound(s.gr, name)
+		}
+		if err := s.checkPreconditions(key, pre, st.obj, true); err != nil {
+			if fresh {
+				return nil, err
+			}
+			if _, err := refresh(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		updated, uerr := tryUpdate(st.obj)
+		if uerr != nil {
+			if fresh {
+				return nil, uerr
+			}
+			changed, err := refresh()
+			if err != nil {
+				return nil, err
+			}
+			if !changed {
+				return nil, uerr
+			}
+			continue
+		}
+		if updated == nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("update %s: the update function returned no object", key))
+		}
+		if st.obj != nil && updated == st.obj {
+			// Unchanged by contract (tryUpdate must not modify current).
+			if !fresh {
+				if _, err := refresh(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return st.obj, nil
+		}
+		acc, err := meta.Accessor(updated)
+		if err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("update %s: %w", key, err))
+		}
+		acc.SetResourceVersion("")
+		acc.SetSelfLink("")
+		data, err := s.encode(updated)
+		if err != nil {
+			return nil, err
+		}
+		if st.obj != nil && string(st.data) == data {
+			if !fresh {
+				changed, err := refresh()
+				if err != nil {
+					return nil, err
+				}
+				if changed {
+					continue
+				}
+			}
+			acc.SetResourceVersion(strconv.FormatInt(st.rev, 10))
+			return updated, nil
+		}
+		var putOpts []clientv3.OpOption
+		if st.obj != nil {
+			putOpts = append(putOpts, clientv3.WithIgnoreLease())
+		}
+		resp, err := s.client.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(key), "=", st.rev),
+		).Then(
+			clientv3.OpPut(key, data, putOpts...),
+		).Else(
+			clientv3.OpGet(key),
+		).Commit()
+		if err != nil {
+			return nil, s.internal("update", key, err)
+		}
+		if !resp.Succeeded {
+			st, err = s.stateFrom(resp.Responses[0].GetResponseRange().Kvs)
+			if err != nil {
+				return nil, err
+			}
+			fresh = true
+			continue
+		}
+		acc.SetResourceVersion(strconv.FormatInt(resp.Header.Revision, 10))
+		return updated, nil
+	}
+}
+
+// Delete implements storage.Store. Like GuaranteedUpdate it starts from the
+// watch cache's copy and re-reads from etcd when that copy fails a check.
+// Preconditions fail with Kubernetes' storage wording ("Precondition
+// failed: ..."). The returned object carries the deletion revision as its
+// resourceVersion.
+func (s *Store) Delete(ctx context.Context, key string, pre *storage.Preconditions, validate func(current runtime.Object) error) (runtime.Object, error) {
+	if err := s.checkKey(key); err != nil {
+		return nil, err
+	}
+	name := nameOf(key)
+	st, fresh, err := s.initialState(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	// recheck re-reads the key after a failed check and returns checkErr
+	// when the object did not change (the check stands) or nil to retry.
+	recheck := func(checkErr error) error {
+		if fresh {
+			return checkErr
+		}
+		old := st.rev
+		st, err = s.fetch(ctx, key)
+		if err != nil {
+			return err
+		}
+		fresh = true
+		if st.rev == old {
+			return checkErr
+		}
+		return nil
+	}
+	for {
+		if st.obj == nil {
+			if !fresh {
+				if st, err = s.fetch(ctx, key); err != nil {
+					return nil, err
+				}
+				fresh = true
+				continue
+			}
+			return nil, apierrors.NewNotFound(s.gr, name)
+		}
+		if err := s.checkPreconditions(key, pre, st.obj, false); err != nil {
+			if err := recheck(err); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if validate != nil {
+			if err := validate(st.obj); err != nil {
+				if err := recheck(err); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		resp, err := s.client.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(key), "=", st.rev),
+		).Then(
+			clientv3.OpDelete(key),
+		).Else(
+			clientv3.OpGet(key),
+		).Commit()
+		if err != nil {
+			return nil, s.internal("delete", key, err)
+		}
+		if !resp.Succeeded {
+			st, err = s.stateFrom(resp.Responses[0].GetResponseRange().Kvs)
+			if err != nil {
+				return nil, err
+			}
+			fresh = true
+			continue
+		}
+		if err := setResourceVersion(st.obj, resp.Header.Revision); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		return st.obj, nil
+	}
+}
+
+// Count implements storage.Store, from the watch cache when it is ready
+// and from etcd otherwise.
+func (s *Store) Count(ctx context.Context, prefix string) (int64, error) {
+	prefix, err := s.checkPrefix(prefix)
+	if err != nil {
+		return 0, err
+	}
+	if n, ok := s.cache.count(prefix); ok {
+		return n, nil
+	}
+	resp, err := s.client.Get(ctx, prefix, clientv3.WithRange(rangeEnd(prefix)), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, s.internal("count", prefix, err)
+	}
+	return resp.Count, nil
+}
+
+// checkPreconditions returns a Conflict when pre does not hold on obj.
+// forUpdate selects Kubernetes' optimistic lock message for a
+// resourceVersion mismatch.
+func (s *Store) checkPreconditions(key string, pre *storage.Preconditions, obj runtime.Object, forUpdate bool) error {
+	if pre == nil || obj == nil {
+		return nil
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	name := nameOf(key)
+	if pre.UID != "" && string(acc.GetUID()) != pre.UID {
+		return apierrors.NewConflict(s.gr, name, invalidObjError(key,
+			fmt.Sprintf("Precondition failed: UID in precondition: %v, UID in object meta: %v", pre.UID, acc.GetUID())))
+	}
+	if pre.ResourceVersion != "" && acc.GetResourceVersion() != pre.ResourceVersion {
+		if forUpdate {
+			return apierrors.NewConflict(s.gr, name, errors.New(optimisticLockMsg))
+		}
+		return apierrors.NewConflict(s.gr, name, invalidObjError(key,
+			fmt.Sprintf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", pre.ResourceVersion, acc.GetResourceVersion())))
+	}
+	return nil
+}
+
+// invalidObjError words a failed precondition as Kubernetes' storage layer
+// does, so Conflict messages read the same.
+func invalidObjError(key, msg string) error {
+	return fmt.Errorf("StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, AdditionalErrorMsg: %s", key, msg)
+}
+
+// encode serializes obj (whose resourceVersion the caller cleared).
+func (s *Store) encode(obj runtime.Object) (string, error) {
+	buf := s.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer s.bufs.Put(buf)
+	if err := s.codec.Encode(obj, buf); err != nil {
+		return "", apierrors.NewInternalError(fmt.Errorf("encode %s: %w", s.gr, err))
+	}
+	return buf.String(), nil
+}
+
+// decode deserializes a stored value into a new object with
+// resourceVersion rev.
+func (s *Store) decode(data []byte, rev int64) (runtime.Object, error) {
+	obj, _, err := s.codec.Decode(data, nil, s.newFunc())
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s at revision %d: %w", s.gr, rev, err))
+	}
+	if err := setResourceVersion(obj, rev); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return obj, nil
+}
+
+func setResourceVersion(obj runtime.Object, rev int64) error {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	acc.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return nil
+}
+
+// internal wraps an etcd failure as a 500 naming the operation and key.
+func (s *Store) internal(op, key string, err error) error {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return err
+	}
+	return apierrors.NewInternalError(fmt.Errorf("%s %s: %w", op, key, err))
+}
+
+// checkKey accepts an object key below the resource prefix.
+func (s *Store) checkKey(key string) error {
+	if len(key) <= len(s.prefix) || !strings.HasPrefix(key, s.prefix) || strings.HasSuffix(key, "/") {
+		return apierrors.NewInternalError(fmt.Errorf("key %q is not an object key under %q", key, s.prefix))
+	}
+	return nil
+}
+
+// checkPrefix accepts the resource prefix (with or without its final
+// "/"), a sub-prefix ending in "/", or an object key below it, and returns
+// it normalized.
+func (s *Store) checkPrefix(prefix string) (string, error) {
+	if prefix+"/" == s.prefix {
+		return s.prefix, nil
+	}
+	if !strings.HasPrefix(prefix, s.prefix) {
+		return "", apierrors.NewInternalError(fmt.Errorf("prefix %q is not under %q", prefix, s.prefix))
+	}
+	return prefix, nil
+}
+
+// nameOf returns the object name: the last segment of key.
+func nameOf(key string) string {
+	return key[strings.LastIndexByte(key, '/')+1:]
+}
+
+// rangeEnd returns the end of the etcd range that prefix selects: all keys
+// below it when it ends in "/", only the key itself otherwise.
+func rangeEnd(prefix string) string {
+	if strings.HasSuffix(prefix, "/") {
+		return clientv3.GetPrefixRangeEnd(prefix)
+	}
+	return prefix + "\x00"
+}
