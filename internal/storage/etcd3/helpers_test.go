@@ -149,11 +149,13 @@ func (s *testStore) mustCreate(p *corev1.Pod) *corev1.Pod {
 // podOpt changes a pod fixture.
 type podOpt func(*corev1.Pod)
 
-func withNode(n string) podOpt       { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
-func withUID(u string) podOpt        { return func(p *corev1.Pod) { p.UID = types.UID(u) } }
-func withLabel(k, v string) podOpt   { return func(p *corev1.Pod) { setLabel(p, k, v) } }
-func withRV(rv string) podOpt        { return func(p *corev1.Pod) { p.ResourceVersion = rv } }
-func withImage(image string) podOpt  { return func(p *corev1.Pod) { p.Spec.Containers[0].Image = image } }
+func withNode(n string) podOpt     { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+func withUID(u string) podOpt      { return func(p *corev1.Pod) { p.UID = types.UID(u) } }
+func withLabel(k, v string) podOpt { return func(p *corev1.Pod) { setLabel(p, k, v) } }
+func withRV(rv string) podOpt      { return func(p *corev1.Pod) { p.ResourceVersion = rv } }
+func withImage(image string) podOpt {
+	return func(p *corev1.Pod) { p.Spec.Containers[0].Image = image }
+}
 func setLabel(p *corev1.Pod, k, v string) {
 	if p.Labels == nil {
 		p.Labels = map[string]string{}
