@@ -1011,10 +1011,12 @@ func TestValidateStatusUpdate(t *testing.T) {
 			want:   []wantErr{forbidden("spec")},
 		},
 		{
-			name:   "condition types",
-			old:    validPod(running),
-			update: []podOption{status(func(s *corev1.PodStatus) { s.Conditions = []corev1.PodCondition{{Type: "bad type"}, {Type: "example.com/ok"}} })},
-			want:   []wantErr{invalid("metadata.conditions[0].Type")},
+			name: "condition types",
+			old:  validPod(running),
+			update: []podOption{status(func(s *corev1.PodStatus) {
+				s.Conditions = []corev1.PodCondition{{Type: "bad type"}, {Type: "example.com/ok"}}
+			})},
+			want: []wantErr{invalid("metadata.conditions[0].Type")},
 		},
 		{
 			name:   "qosClass is immutable",
@@ -1023,10 +1025,12 @@ func TestValidateStatusUpdate(t *testing.T) {
 			want:   []wantErr{invalid("status.qosClass")},
 		},
 		{
-			name:   "terminated container of a Never pod stays terminated",
-			old:    validPod(terminated),
-			update: []podOption{status(func(s *corev1.PodStatus) { s.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}} })},
-			want:   []wantErr{forbidden("status.containerStatuses[0].state")},
+			name: "terminated container of a Never pod stays terminated",
+			old:  validPod(terminated),
+			update: []podOption{status(func(s *corev1.PodStatus) {
+				s.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+			})},
+			want: []wantErr{forbidden("status.containerStatuses[0].state")},
 		},
 		{
 			name: "terminated container of an Always pod restarts",
