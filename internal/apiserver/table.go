@@ -58,6 +58,9 @@ func (h *resourceHandler) toTable(objs []runtime.Object, opts *metav1.TableOptio
 			cells = []interface{}{m.GetName(), translateTimestampSince(m.GetCreationTimestamp())}
 		}
 		row := metav1.TableRow{Cells: cells}
+		if h.res.TableRowConditions != nil {
+			row.Conditions = h.res.TableRowConditions(obj)
+		}
 		switch opts.IncludeObject {
 		case metav1.IncludeMetadata:
 			row.Object.Object = partialMetadata(obj)

@@ -79,6 +79,9 @@ type Resource struct {
 	// server answers with NAME and AGE only.
 	TableColumns []metav1.TableColumnDefinition
 	TableRow     func(obj runtime.Object) ([]interface{}, error)
+	// TableRowConditions, when set, gives a row's conditions (a finished
+	// pod's row is marked Completed).
+	TableRowConditions func(obj runtime.Object) []metav1.TableRowCondition
 }
 
 // GroupVersionKind returns the resource's kind with its group and version.

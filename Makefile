@@ -1,0 +1,45 @@
+# skiff: `make` builds bin/skiff; `make test` runs every test (what CI runs).
+GO        ?= go
+PKGS      := ./...
+# Packages with concurrency, run again under the race detector.
+RACE_PKGS := ./internal/storage/... ./internal/apiserver/...
+FUZZTIME  ?= 10s
+
+.PHONY: all build test vet unit race fuzz e2e deps run clean
+
+all: build
+
+build:
+	$(GO) build -o bin/skiff ./cmd/skiff
+
+deps:
+	./hack/install-deps.sh
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+
+unit:
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+
+race:
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+# Every fuzz target, briefly: a panic fails the run.
+fuzz:
+	@for spec in $$(grep -rl --include='*_test.go' '^func Fuzz' internal | xargs grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed 's/:func /:/'); do \
+		file=$${spec%%:*}; target=$${spec##*:}; dir=./$$(dirname $$file); \
+		echo "fuzz $$dir $$target"; \
+		$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$dir || exit 1; \
+	done
+
+e2e: build
+	SKIFF_BINARY=$(CURDIR)/bin/skiff $(GO) test -count=1 -timeout 30m ./test/e2e/...
+
+test: deps vet unit race fuzz e2e
+
+run: build deps
+	./bin/skiff server
+
+clean:
+	rm -rf bin

@@ -1,0 +1,75 @@
+// Command skiff is a Kubernetes-compatible container orchestrator in one
+// binary: `skiff server` runs the control plane, `skiff kubectl` the real
+// kubectl against it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/skiff-sh/skiff/internal/app"
+)
+
+const usage = `skiff: a Kubernetes-compatible container orchestrator in one binary.
+
+Usage:
+  skiff server [flags]     run the control plane (etcd, API server) on this machine
+  skiff kubectl [args...]  run kubectl against the local server (KUBECONFIG or <data-dir>/kubeconfig.yaml)
+  skiff version            print the version
+
+Run 'skiff server -h' for the server's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "server":
+		os.Exit(runServer(os.Args[2:]))
+	case "kubectl":
+		os.Exit(app.RunKubectl(os.Args[2:]))
+	case "version", "--version":
+		fmt.Println(app.Version().GitVersion)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "skiff: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+}
+
+func runServer(args []string) int {
+	fs := flag.NewFlagSet("skiff server", flag.ContinueOnError)
+	cfg := app.ServerConfig{}
+	var etcdServers string
+	fs.StringVar(&cfg.DataDir, "data-dir", app.DefaultDataDir(), "directory for etcd data, certificates and the kubeconfig")
+	fs.StringVar(&cfg.BindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
+	fs.IntVar(&cfg.SecurePort, "secure-port", 6443, "HTTPS port of the API server")
+	fs.StringVar(&etcdServers, "etcd-servers", "", "comma-separated URLs of an external etcd cluster (default: run etcd embedded)")
+	fs.BoolVar(&cfg.DisableAgent, "disable-agent", false, "run only the control plane, no local node")
+	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if etcdServers != "" {
+		cfg.EtcdServers = strings.Split(etcdServers, ",")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := app.RunServer(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "skiff server: %v\n", err)
+		return 1
+	}
+	return 0
+}

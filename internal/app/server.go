@@ -1,0 +1,258 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
+	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/internal/pki"
+	"github.com/skiff-sh/skiff/internal/storage"
+	"github.com/skiff-sh/skiff/internal/storage/etcd3"
+)
+
+// ServerConfig is what `skiff server` is run with.
+type ServerConfig struct {
+	DataDir      string
+	BindAddress  string
+	SecurePort   int
+	EtcdServers  []string
+	DisableAgent bool
+	LogLevel     string
+	// Ready, when set, is closed once the server answers requests (tests).
+	Ready chan<- struct{}
+}
+
+// compactInterval is how often etcd history is compacted, as kube-apiserver.
+const compactInterval = 5 * time.Minute
+
+// systemNamespaces exist from the start.
+var systemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+// Version is what /version and `skiff version` report.
+func Version() version.Info {
+	return version.Info{
+		Major: "1", Minor: "33", GitVersion: "v1.33.0+skiff",
+		GoVersion: runtimeVersion(), Compiler: "gc", Platform: platform(),
+	}
+}
+
+// RunServer runs etcd (embedded unless EtcdServers is set) and the API
+// server until ctx ends, then stops them in order.
+func RunServer(ctx context.Context, cfg ServerConfig) error {
+	setupLogging(cfg.LogLevel)
+	if cfg.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	hosts := []string{"10.43.0.1"}
+	if cfg.BindAddress != "" && cfg.BindAddress != "0.0.0.0" && cfg.BindAddress != "::" {
+		hosts = append(hosts, cfg.BindAddress)
+	}
+	keys, err := pki.EnsureServerPKI(cfg.DataDir, hosts)
+	if err != nil {
+		return err
+	}
+
+	endpoints := cfg.EtcdServers
+	var embedded *etcd.Server
+	if len(endpoints) == 0 {
+		embedded, err = etcd.Start(ctx, etcd.Config{DataDir: filepath.Join(cfg.DataDir, "etcd")})
+		if err != nil {
+			return fmt.Errorf("start embedded etcd: %w", err)
+		}
+		defer embedded.Close()
+		endpoints = embedded.Endpoints()
+	}
+	client, err := etcd.NewClient(endpoints, nil)
+	if err != nil {
+		return fmt.Errorf("etcd client: %w", err)
+	}
+	defer client.Close()
+
+	resources := builtin.Resources()
+	stores, closeStores, err := newStores(client, resources)
+	if err != nil {
+		return err
+	}
+	defer closeStores()
+
+	api, err := apiserver.New(apiserver.Config{
+		Resources:    resources,
+		Stores:       stores,
+		Authenticate: authenticateClientCert,
+		Version:      Version(),
+		Ready: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := client.Get(ctx, "/registry/health-check")
+			return err
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	tlsConfig, err := keys.ServingTLSConfig()
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.SecurePort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           api,
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
+	}
+	serverURL := "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	kubeconfigPath, err := keys.WriteAdminKubeconfig(serverURL)
+	if err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return api.Run(gctx) })
+	g.Go(func() error {
+		err := srv.ServeTLS(ln, "", "")
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("API server: %w", err)
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+		return nil
+	})
+	g.Go(func() error {
+		etcd3.RunCompactor(gctx, client, compactInterval)
+		return nil
+	})
+	if embedded != nil {
+		g.Go(func() error {
+			select {
+			case err := <-embedded.Err():
+				return fmt.Errorf("embedded etcd: %w", err)
+			case <-gctx.Done():
+				return nil
+			}
+		})
+	}
+	g.Go(func() error {
+		rc, err := keys.AdminRESTConfig(serverURL)
+		if err != nil {
+			return err
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		if err := bootstrapNamespaces(gctx, cs); err != nil {
+			return err
+		}
+		slog.Info("skiff server is ready", "url", serverURL, "kubeconfig", kubeconfigPath)
+		fmt.Fprintf(os.Stderr, "\nskiff server is running at %s\n  kubeconfig: %s\n  try:        skiff kubectl get namespaces   (or: KUBECONFIG=%s kubectl get pods)\n\n", serverURL, kubeconfigPath, kubeconfigPath)
+		if cfg.Ready != nil {
+			close(cfg.Ready)
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// newStores builds one etcd-backed Store per stored resource.
+func newStores(client *clientv3.Client, resources []*registry.Resource) (map[string]storage.Store, func(), error) {
+	stores := map[string]storage.Store{}
+	var closers []func()
+	for _, res := range resources {
+		if res.StorageName != "" {
+			continue
+		}
+		gv := res.GroupVersion
+		ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+		codec := scheme.Codecs.CodecForVersions(ser, ser, schema.GroupVersions{gv}, schema.GroupVersions{gv})
+		st := etcd3.New(client, codec, res.New, res.NewList, res.GroupVersionResource().GroupResource(), "/registry/"+res.Name+"/")
+		stores[res.Name] = st
+		if c, ok := st.(interface{ Close() }); ok {
+			closers = append(closers, c.Close)
+		}
+	}
+	return stores, func() {
+		for _, c := range closers {
+			c()
+		}
+	}, nil
+}
+
+
+func bootstrapNamespaces(ctx context.Context, cs kubernetes.Interface) error {
+	for _, name := range systemNamespaces {
+		for {
+			_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{FieldManager: "skiff"})
+			if err == nil || apierrors.IsAlreadyExists(err) {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			slog.Debug("bootstrap namespace", "name", name, "err", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// authenticateClientCert accepts requests with a client certificate the
+// TLS layer verified against the cluster CA.
+func authenticateClientCert(r *http.Request) (apiserver.User, bool) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
+		return apiserver.User{}, false
+	}
+	name, groups := pki.UserFromCert(r.TLS.PeerCertificates[0])
+	return apiserver.User{Name: name, Groups: groups}, true
+}
+
+func loopbackFor(bind string) string {
+	switch bind {
+	case "", "0.0.0.0", "::":
+		return "127.0.0.1"
+	}
+	return bind
+}
+
