@@ -41,6 +41,29 @@ func ValidateUpdate(meta, old *metav1.ObjectMeta, path *field.Path) field.ErrorL
 	return append(errs, validateStandardFinalizers(meta.Finalizers, path.Child("finalizers"))...)
 }
 
+// ValidateReplacement checks the metadata of an update both ways
+// kube-apiserver does for most resources: as an update of old
+// (ValidateUpdate) and as valid metadata in its own right (Validate with
+// nameFn and namespaced). A problem both find is reported once.
+func ValidateReplacement(meta, old *metav1.ObjectMeta, namespaced bool, nameFn apivalidation.ValidateNameFunc, path *field.Path) field.ErrorList {
+	errs := ValidateUpdate(meta, old, path)
+	return Dedupe(append(errs, Validate(meta, namespaced, nameFn, path)...))
+}
+
+// Dedupe returns errs without the errors whose message repeats an earlier
+// one, keeping order. It reuses errs' backing array.
+func Dedupe(errs field.ErrorList) field.ErrorList {
+	seen := make(map[string]bool, len(errs))
+	out := errs[:0]
+	for _, e := range errs {
+		if msg := e.Error(); !seen[msg] {
+			seen[msg] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // ValidateFinalizerName checks one finalizer name as kube-apiserver does for
 // fields that hold finalizers outside metadata (Namespace spec.finalizers):
 // it must be a qualified name, and an unqualified one must be standard.

@@ -61,6 +61,12 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 // other than ..." followed by a diff (old -> new). Status is not looked at:
 // the caller copies it from old. Neither pod is modified.
 func ValidateUpdate(pod, old *corev1.Pod) field.ErrorList {
+	// The new pod's metadata is checked both as an update and as new
+	// metadata, as Kubernetes does; report what both find once.
+	return objectmeta.Dedupe(validateUpdate(pod, old))
+}
+
+func validateUpdate(pod, old *corev1.Pod) field.ErrorList {
 	metaPath := field.NewPath("metadata")
 	specPath := field.NewPath("spec")
 	errs := apivalidation.ValidateObjectMetaUpdate(&pod.ObjectMeta, &old.ObjectMeta, metaPath)
