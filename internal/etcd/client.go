@@ -17,7 +17,7 @@ func NewClient(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, err
 	if len(endpoints) == 0 {
 		return nil, errors.New("etcd: no endpoints")
 	}
-	lg, err := newLogger("error")
+	lg, err := newLogger("error", nil)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -55,6 +56,8 @@ type Server struct {
 	etcd      *embed.Etcd
 	endpoints []string
 	closeOnce sync.Once
+	// closing silences the listener errors etcd logs while shutting down.
+	closing *atomic.Bool
 }
 
 // Start starts an embedded etcd member and returns once it is ready to
@@ -99,7 +102,8 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	lg, err := newLogger(cfg.LogLevel)
+	closing := new(atomic.Bool)
+	lg, err := newLogger(cfg.LogLevel, closing)
 	if err != nil {
 		return nil, err
 	}
@@ -140,16 +144,19 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
+		closing.Store(true)
 		e.Close()
 		return nil, fmt.Errorf("etcd: failed before ready: %w", err)
 	case <-t.C:
+		closing.Store(true)
 		e.Close()
 		return nil, fmt.Errorf("etcd: not ready after %s", timeout)
 	case <-ctx.Done():
+		closing.Store(true)
 		e.Close()
 		return nil, fmt.Errorf("etcd: waiting for readiness: %w", ctx.Err())
 	}
-	return &Server{etcd: e, endpoints: []string{clientURL.String()}}, nil
+	return &Server{etcd: e, endpoints: []string{clientURL.String()}, closing: closing}, nil
 }
 
 // Endpoints returns the client URLs, e.g. ["http://127.0.0.1:40123"].
@@ -165,7 +172,10 @@ func (s *Server) Err() <-chan error {
 // Close stops the member gracefully and releases its ports and data
 // directory. It is safe to call more than once.
 func (s *Server) Close() {
-	s.closeOnce.Do(s.etcd.Close)
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		s.etcd.Close()
+	})
 }
 
 func portOrFree(port int) (int, error) {
@@ -181,8 +191,9 @@ func portOrFree(port int) (int, error) {
 }
 
 // newLogger returns a JSON zap logger on stderr at the given level
-// ("" = error).
-func newLogger(level string) (*zap.Logger, error) {
+// ("" = error). Once closing is set (it may be nil), the errors etcd logs
+// about its listeners closing are dropped.
+func newLogger(level string, closing *atomic.Bool) (*zap.Logger, error) {
 	if level == "" {
 		level = "error"
 	}
@@ -195,9 +206,33 @@ func newLogger(level string) (*zap.Logger, error) {
 	zc.Sampling = nil
 	zc.OutputPaths = []string{"stderr"}
 	zc.ErrorOutputPaths = []string{"stderr"}
-	lg, err := zc.Build()
+	var opts []zap.Option
+	if closing != nil {
+		opts = append(opts, zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return shutdownFilter{Core: c, closing: closing}
+		}))
+	}
+	lg, err := zc.Build(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: build logger: %w", err)
 	}
 	return lg, nil
+}
+
+// shutdownFilter drops the "serving failed" errors every listener reports
+// when the server closes them on purpose.
+type shutdownFilter struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (f shutdownFilter) With(fields []zapcore.Field) zapcore.Core {
+	return shutdownFilter{Core: f.Core.With(fields), closing: f.closing}
+}
+
+func (f shutdownFilter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if f.closing.Load() && e.Message == "setting up serving from embedded etcd failed." {
+		return ce
+	}
+	return f.Core.Check(e, ce)
 }
