@@ -122,7 +122,9 @@ func validateEphemeralContainers(ecs []corev1.EphemeralContainer, containers, in
 		ePath := path.Index(i)
 		c := (*corev1.Container)(&ec.EphemeralContainerCommon)
 		errs = append(errs, validateContainerCommon(c, cc, ePath)...)
-		errs = append(errs, validateImageWhitespace([]corev1.Container{*c}, path)...)
+		if len(c.Image) != len(strings.TrimSpace(c.Image)) {
+			errs = append(errs, field.Invalid(ePath.Child("image"), c.Image, "must not have leading or trailing whitespace"))
+		}
 		if names.Has(ec.Name) {
 			errs = append(errs, field.Duplicate(ePath.Child("name"), ec.Name))
 		} else {

@@ -1,8 +1,6 @@
 package pods
 
 import (
-	"fmt"
-	"sort"
 	"strings"
 	"testing"
 
@@ -10,7 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	ft "github.com/skiff-sh/skiff/internal/apiserver/registry/fieldtest"
 )
 
 // podOption changes a fixture pod after defaults were applied.
@@ -84,56 +83,11 @@ func probe(h corev1.ProbeHandler) *corev1.Probe {
 	return p
 }
 
-// wantErr is an expected error: its type and field path.
-type wantErr struct {
-	typ   field.ErrorType
-	field string
-}
-
-func (w wantErr) String() string { return fmt.Sprintf("%s %s", w.field, w.typ) }
-
-func required(f string) wantErr     { return wantErr{field.ErrorTypeRequired, f} }
-func invalid(f string) wantErr      { return wantErr{field.ErrorTypeInvalid, f} }
-func forbidden(f string) wantErr    { return wantErr{field.ErrorTypeForbidden, f} }
-func duplicate(f string) wantErr    { return wantErr{field.ErrorTypeDuplicate, f} }
-func notFound(f string) wantErr     { return wantErr{field.ErrorTypeNotFound, f} }
-func notSupported(f string) wantErr { return wantErr{field.ErrorTypeNotSupported, f} }
-func tooLong(f string) wantErr      { return wantErr{field.ErrorTypeTooLong, f} }
-
-// checkErrors compares errs with want as sets of (type, field path).
-func checkErrors(t *testing.T, errs field.ErrorList, want ...wantErr) {
-	t.Helper()
-	got := map[string]bool{}
-	for _, e := range errs {
-		got[wantErr{e.Type, e.Field}.String()] = true
-	}
-	exp := map[string]bool{}
-	for _, w := range want {
-		exp[w.String()] = true
-	}
-	var missing, extra []string
-	for k := range exp {
-		if !got[k] {
-			missing = append(missing, k)
-		}
-	}
-	for k := range got {
-		if !exp[k] {
-			extra = append(extra, k)
-		}
-	}
-	sort.Strings(missing)
-	sort.Strings(extra)
-	if len(missing) > 0 || len(extra) > 0 {
-		t.Errorf("errors mismatch\nmissing: %v\nunexpected: %v\nall: %v", missing, extra, errs)
-	}
-}
-
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name string
 		pod  *corev1.Pod
-		want []wantErr
+		want []ft.Want
 	}{
 		{name: "valid minimal pod", pod: validPod()},
 		{
@@ -202,52 +156,52 @@ func TestValidate(t *testing.T) {
 		{
 			name: "namespace required",
 			pod:  validPod(withMeta(func(m *metav1.ObjectMeta) { m.Namespace = "" })),
-			want: []wantErr{required("metadata.namespace")},
+			want: []ft.Want{ft.Required("metadata.namespace")},
 		},
 		{
 			name: "name must be a DNS subdomain",
 			pod:  validPod(withMeta(func(m *metav1.ObjectMeta) { m.Name = "Bad_Name" })),
-			want: []wantErr{invalid("metadata.name")},
+			want: []ft.Want{ft.Invalid("metadata.name")},
 		},
 		{
 			name: "name required",
 			pod:  validPod(withMeta(func(m *metav1.ObjectMeta) { m.Name = "" })),
-			want: []wantErr{required("metadata.name")},
+			want: []ft.Want{ft.Required("metadata.name")},
 		},
 		{
 			name: "unqualified non-standard finalizer",
 			pod:  validPod(withMeta(func(m *metav1.ObjectMeta) { m.Finalizers = []string{"foo", "example.com/bar"} })),
-			want: []wantErr{invalid("metadata.finalizers[0]")},
+			want: []ft.Want{ft.Invalid("metadata.finalizers[0]")},
 		},
 		{
 			name: "mirror pod annotation needs nodeName",
 			pod:  validPod(withMeta(func(m *metav1.ObjectMeta) { m.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} })),
-			want: []wantErr{invalid("metadata.annotations[kubernetes.io/config.mirror]")},
+			want: []ft.Want{ft.Invalid("metadata.annotations[kubernetes.io/config.mirror]")},
 		},
 		{
 			name: "pod deletion cost must be an int32",
 			pod:  validPod(withMeta(func(m *metav1.ObjectMeta) { m.Annotations = map[string]string{corev1.PodDeletionCost: "007"} })),
-			want: []wantErr{invalid("metadata.annotations[controller.kubernetes.io/pod-deletion-cost]")},
+			want: []ft.Want{ft.Invalid("metadata.annotations[controller.kubernetes.io/pod-deletion-cost]")},
 		},
 		{
 			name: "at least one container",
 			pod:  validPod(withContainers()),
-			want: []wantErr{required("spec.containers")},
+			want: []ft.Want{ft.Required("spec.containers")},
 		},
 		{
 			name: "image required",
 			pod:  validPod(withApp(func(c *corev1.Container) { c.Image = "" })),
-			want: []wantErr{required("spec.containers[0].image")},
+			want: []ft.Want{ft.Required("spec.containers[0].image")},
 		},
 		{
 			name: "image without surrounding whitespace",
 			pod:  validPod(withApp(func(c *corev1.Container) { c.Image = " nginx" })),
-			want: []wantErr{invalid("spec.containers[0].image")},
+			want: []ft.Want{ft.Invalid("spec.containers[0].image")},
 		},
 		{
 			name: "container name must be a DNS label",
 			pod:  validPod(withApp(func(c *corev1.Container) { c.Name = "App.1" })),
-			want: []wantErr{invalid("spec.containers[0].name")},
+			want: []ft.Want{ft.Invalid("spec.containers[0].name")},
 		},
 		{
 			name: "container names unique across init and regular containers",
@@ -255,7 +209,7 @@ func TestValidate(t *testing.T) {
 				withInitContainers(ctr("app", "busybox"), ctr("setup", "busybox"), ctr("setup", "busybox")),
 				withContainers(ctr("app", "nginx"), ctr("app", "nginx")),
 			),
-			want: []wantErr{duplicate("spec.containers[1].name"), duplicate("spec.initContainers[0].name"), duplicate("spec.initContainers[2].name")},
+			want: []ft.Want{ft.Duplicate("spec.containers[1].name"), ft.Duplicate("spec.initContainers[0].name"), ft.Duplicate("spec.initContainers[2].name")},
 		},
 		{
 			name: "terminationMessagePolicy and imagePullPolicy",
@@ -263,7 +217,7 @@ func TestValidate(t *testing.T) {
 				c.TerminationMessagePolicy = "Sometimes"
 				c.ImagePullPolicy = ""
 			})),
-			want: []wantErr{notSupported("spec.containers[0].terminationMessagePolicy"), required("spec.containers[0].imagePullPolicy")},
+			want: []ft.Want{ft.NotSupported("spec.containers[0].terminationMessagePolicy"), ft.Required("spec.containers[0].imagePullPolicy")},
 		},
 		{
 			name: "ports",
@@ -275,14 +229,14 @@ func TestValidate(t *testing.T) {
 					{ContainerPort: 82, Protocol: ""},
 				}
 			})),
-			want: []wantErr{
-				required("spec.containers[0].ports[0].containerPort"),
-				duplicate("spec.containers[0].ports[1].name"),
-				invalid("spec.containers[0].ports[1].containerPort"),
-				notSupported("spec.containers[0].ports[1].protocol"),
-				invalid("spec.containers[0].ports[2].name"),
-				invalid("spec.containers[0].ports[2].hostPort"),
-				required("spec.containers[0].ports[3].protocol"),
+			want: []ft.Want{
+				ft.Required("spec.containers[0].ports[0].containerPort"),
+				ft.Duplicate("spec.containers[0].ports[1].name"),
+				ft.Invalid("spec.containers[0].ports[1].containerPort"),
+				ft.NotSupported("spec.containers[0].ports[1].protocol"),
+				ft.Invalid("spec.containers[0].ports[2].name"),
+				ft.Invalid("spec.containers[0].ports[2].hostPort"),
+				ft.Required("spec.containers[0].ports[3].protocol"),
 			},
 		},
 		{
@@ -291,7 +245,7 @@ func TestValidate(t *testing.T) {
 				ctr("a", "nginx", func(c *corev1.Container) { c.Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}} }),
 				ctr("b", "nginx", func(c *corev1.Container) { c.Ports = []corev1.ContainerPort{{ContainerPort: 81, HostPort: 8080}} }),
 			)),
-			want: []wantErr{duplicate("spec.containers[1].ports[0].hostPort")},
+			want: []ft.Want{ft.Duplicate("spec.containers[1].ports[0].hostPort")},
 		},
 		{
 			name: "hostPort must match containerPort with hostNetwork",
@@ -301,7 +255,7 @@ func TestValidate(t *testing.T) {
 				}),
 				withSpec(func(s *corev1.PodSpec) { s.HostNetwork = true }),
 			),
-			want: []wantErr{invalid("spec.containers[0].ports[0].hostPort")},
+			want: []ft.Want{ft.Invalid("spec.containers[0].ports[0].hostPort")},
 		},
 		{
 			name: "requests above limits",
@@ -311,7 +265,7 @@ func TestValidate(t *testing.T) {
 					Requests: resources("cpu", "1", "memory", "64Mi", "ephemeral-storage", "2Gi"),
 				}
 			})),
-			want: []wantErr{invalid("spec.containers[0].resources.requests")},
+			want: []ft.Want{ft.Invalid("spec.containers[0].resources.requests")},
 		},
 		{
 			name: "quantities and resource names",
@@ -321,11 +275,11 @@ func TestValidate(t *testing.T) {
 					Requests: resources("memory", "-1", "example.com/gpu", "1500m"),
 				}
 			})),
-			want: []wantErr{
-				invalid("spec.containers[0].resources.limits[foo]"),
-				invalid("spec.containers[0].resources.limits[example.com/gpu]"),
-				invalid("spec.containers[0].resources.requests[memory]"),
-				invalid("spec.containers[0].resources.requests[example.com/gpu]"),
+			want: []ft.Want{
+				ft.Invalid("spec.containers[0].resources.limits[foo]"),
+				ft.Invalid("spec.containers[0].resources.limits[example.com/gpu]"),
+				ft.Invalid("spec.containers[0].resources.requests[memory]"),
+				ft.Invalid("spec.containers[0].resources.requests[example.com/gpu]"),
 			},
 		},
 		{
@@ -338,17 +292,17 @@ func TestValidate(t *testing.T) {
 					c.Resources = corev1.ResourceRequirements{Requests: resources("example.com/gpu", "1")}
 				}),
 			)),
-			want: []wantErr{invalid("spec.containers[0].resources.requests"), required("spec.containers[1].resources.limits")},
+			want: []ft.Want{ft.Invalid("spec.containers[0].resources.requests"), ft.Required("spec.containers[1].resources.limits")},
 		},
 		{
 			name: "hugepages need cpu or memory and whole pages",
 			pod: validPod(withApp(func(c *corev1.Container) {
 				c.Resources = corev1.ResourceRequirements{Limits: resources("hugepages-2Mi", "3Mi"), Requests: resources("hugepages-2Mi", "3Mi")}
 			})),
-			want: []wantErr{
-				forbidden("spec.containers[0].resources"),
-				invalid("spec.containers[0].resources.limits[hugepages-2Mi]"),
-				invalid("spec.containers[0].resources.requests[hugepages-2Mi]"),
+			want: []ft.Want{
+				ft.Forbidden("spec.containers[0].resources"),
+				ft.Invalid("spec.containers[0].resources.limits[hugepages-2Mi]"),
+				ft.Invalid("spec.containers[0].resources.requests[hugepages-2Mi]"),
 			},
 		},
 		{
@@ -370,17 +324,17 @@ func TestValidate(t *testing.T) {
 					{Name: "K", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.cpu", Divisor: resource.MustParse("1Mi")}}},
 				}
 			})),
-			want: []wantErr{
-				required("spec.containers[0].env[0].name"),
-				invalid("spec.containers[0].env[1].name"),
-				invalid("spec.containers[0].env[2].valueFrom"),
-				invalid("spec.containers[0].env[3].valueFrom"),
-				notSupported("spec.containers[0].env[4].valueFrom.fieldRef.fieldPath"),
-				invalid("spec.containers[0].env[5].valueFrom.fieldRef.fieldPath"),
-				required("spec.containers[0].env[6].valueFrom.configMapKeyRef.key"),
-				invalid("spec.containers[0].env[7].valueFrom"),
-				notSupported("spec.containers[0].env[8].valueFrom.resourceFieldRef.resource"),
-				invalid("spec.containers[0].env[9].valueFrom.resourceFieldRef.divisor"),
+			want: []ft.Want{
+				ft.Required("spec.containers[0].env[0].name"),
+				ft.Invalid("spec.containers[0].env[1].name"),
+				ft.Invalid("spec.containers[0].env[2].valueFrom"),
+				ft.Invalid("spec.containers[0].env[3].valueFrom"),
+				ft.NotSupported("spec.containers[0].env[4].valueFrom.fieldRef.fieldPath"),
+				ft.Invalid("spec.containers[0].env[5].valueFrom.fieldRef.fieldPath"),
+				ft.Required("spec.containers[0].env[6].valueFrom.configMapKeyRef.key"),
+				ft.Invalid("spec.containers[0].env[7].valueFrom"),
+				ft.NotSupported("spec.containers[0].env[8].valueFrom.resourceFieldRef.resource"),
+				ft.Invalid("spec.containers[0].env[9].valueFrom.resourceFieldRef.divisor"),
 			},
 		},
 		{
@@ -392,11 +346,11 @@ func TestValidate(t *testing.T) {
 					{Prefix: "A=", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "Bad_Name"}}},
 				}
 			})),
-			want: []wantErr{
-				invalid("spec.containers[0].envFrom"),
-				required("spec.containers[0].envFrom[1].configMapRef.name"),
-				invalid("spec.containers[0].envFrom[2].prefix"),
-				invalid("spec.containers[0].envFrom[2].secretRef.name"),
+			want: []ft.Want{
+				ft.Invalid("spec.containers[0].envFrom"),
+				ft.Required("spec.containers[0].envFrom[1].configMapRef.name"),
+				ft.Invalid("spec.containers[0].envFrom[2].prefix"),
+				ft.Invalid("spec.containers[0].envFrom[2].secretRef.name"),
 			},
 		},
 		{
@@ -412,17 +366,17 @@ func TestValidate(t *testing.T) {
 				corev1.Volume{Name: "h", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/a/../b", Type: ptrTo(corev1.HostPathType("Pipe"))}}},
 				corev1.Volume{Name: "d"},
 			)),
-			want: []wantErr{
-				forbidden("spec.volumes[0].hostPath"),
-				required("spec.volumes[1].configMap.name"),
-				invalid("spec.volumes[1].configMap.items[0].path"),
-				required("spec.volumes[1].configMap.items[1].key"),
-				invalid("spec.volumes[1].configMap.items[1].path"),
-				invalid("spec.volumes[2].secret.defaultMode"),
-				invalid("spec.volumes[4].name"),
-				invalid("spec.volumes[5].hostPath.path"),
-				notSupported("spec.volumes[5].hostPath.type"),
-				duplicate("spec.volumes[6].name"),
+			want: []ft.Want{
+				ft.Forbidden("spec.volumes[0].hostPath"),
+				ft.Required("spec.volumes[1].configMap.name"),
+				ft.Invalid("spec.volumes[1].configMap.items[0].path"),
+				ft.Required("spec.volumes[1].configMap.items[1].key"),
+				ft.Invalid("spec.volumes[1].configMap.items[1].path"),
+				ft.Invalid("spec.volumes[2].secret.defaultMode"),
+				ft.Invalid("spec.volumes[4].name"),
+				ft.Invalid("spec.volumes[5].hostPath.path"),
+				ft.NotSupported("spec.volumes[5].hostPath.type"),
+				ft.Duplicate("spec.volumes[6].name"),
 			},
 		},
 		{
@@ -439,11 +393,11 @@ func TestValidate(t *testing.T) {
 					}
 				}),
 			),
-			want: []wantErr{
-				invalid("spec.containers[0].volumeMounts[1].mountPath"),
-				notFound("spec.containers[0].volumeMounts[2].name"),
-				required("spec.containers[0].volumeMounts[3].mountPath"),
-				forbidden("spec.containers[0].volumeMounts.mountPropagation"),
+			want: []ft.Want{
+				ft.Invalid("spec.containers[0].volumeMounts[1].mountPath"),
+				ft.NotFound("spec.containers[0].volumeMounts[2].name"),
+				ft.Required("spec.containers[0].volumeMounts[3].mountPath"),
+				ft.Forbidden("spec.containers[0].volumeMounts.mountPropagation"),
 			},
 		},
 		{
@@ -452,12 +406,12 @@ func TestValidate(t *testing.T) {
 				s.RestartPolicy = "Sometimes"
 				s.DNSPolicy = "Google"
 			})),
-			want: []wantErr{notSupported("spec.restartPolicy"), notSupported("spec.dnsPolicy")},
+			want: []ft.Want{ft.NotSupported("spec.restartPolicy"), ft.NotSupported("spec.dnsPolicy")},
 		},
 		{
 			name: "dnsPolicy None needs dnsConfig",
 			pod:  validPod(withSpec(func(s *corev1.PodSpec) { s.DNSPolicy = corev1.DNSNone })),
-			want: []wantErr{required("spec.dnsConfig")},
+			want: []ft.Want{ft.Required("spec.dnsConfig")},
 		},
 		{
 			name: "dnsConfig",
@@ -468,11 +422,11 @@ func TestValidate(t *testing.T) {
 					Options:     []corev1.PodDNSConfigOption{{Name: ""}},
 				}
 			})),
-			want: []wantErr{
-				invalid("spec.dnsConfig.nameservers"),
-				invalid("spec.dnsConfig.nameservers[3]"),
-				invalid("spec.dnsConfig.searches[2]"),
-				required("spec.dnsConfig.options[0]"),
+			want: []ft.Want{
+				ft.Invalid("spec.dnsConfig.nameservers"),
+				ft.Invalid("spec.dnsConfig.nameservers[3]"),
+				ft.Invalid("spec.dnsConfig.searches[2]"),
+				ft.Required("spec.dnsConfig.options[0]"),
 			},
 		},
 		{
@@ -486,13 +440,13 @@ func TestValidate(t *testing.T) {
 					{Key: "bad key", Operator: "Lt"},
 				}
 			})),
-			want: []wantErr{
-				invalid("spec.tolerations[0].operator"),
-				invalid("spec.tolerations[1].operator"),
-				notSupported("spec.tolerations[2].effect"),
-				invalid("spec.tolerations[3].effect"),
-				invalid("spec.tolerations[4].key"),
-				notSupported("spec.tolerations[4].operator"),
+			want: []ft.Want{
+				ft.Invalid("spec.tolerations[0].operator"),
+				ft.Invalid("spec.tolerations[1].operator"),
+				ft.NotSupported("spec.tolerations[2].effect"),
+				ft.Invalid("spec.tolerations[3].effect"),
+				ft.Invalid("spec.tolerations[4].key"),
+				ft.NotSupported("spec.tolerations[4].operator"),
 			},
 		},
 		{
@@ -511,14 +465,14 @@ func TestValidate(t *testing.T) {
 					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 0}},
 				}}
 			})),
-			want: []wantErr{
-				invalid("spec.nodeSelector"),
-				required("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values"),
-				forbidden("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[1].values"),
-				invalid("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[2].operator"),
-				required("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].values"),
-				invalid("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].key"),
-				invalid("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight"),
+			want: []ft.Want{
+				ft.Invalid("spec.nodeSelector"),
+				ft.Required("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values"),
+				ft.Forbidden("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[1].values"),
+				ft.Invalid("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[2].operator"),
+				ft.Required("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].values"),
+				ft.Invalid("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].key"),
+				ft.Invalid("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight"),
 			},
 		},
 		{
@@ -528,7 +482,7 @@ func TestValidate(t *testing.T) {
 					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{},
 				}}
 			})),
-			want: []wantErr{required("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms")},
+			want: []ft.Want{ft.Required("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms")},
 		},
 		{
 			name: "pod affinity terms",
@@ -540,11 +494,11 @@ func TestValidate(t *testing.T) {
 					}},
 				}}
 			})),
-			want: []wantErr{
-				required("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"),
-				invalid("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"),
-				invalid("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator"),
-				invalid("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespace"),
+			want: []ft.Want{
+				ft.Required("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"),
+				ft.Invalid("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"),
+				ft.Invalid("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator"),
+				ft.Invalid("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespace"),
 			},
 		},
 		{
@@ -556,13 +510,13 @@ func TestValidate(t *testing.T) {
 					{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.ScheduleAnyway, MatchLabelKeys: []string{"app"}},
 				}
 			})),
-			want: []wantErr{
-				invalid("spec.topologySpreadConstraints[0].maxSkew"),
-				required("spec.topologySpreadConstraints[0].topologyKey"),
-				notSupported("spec.topologySpreadConstraints[0].whenUnsatisfiable"),
-				duplicate("spec.topologySpreadConstraints[1].{topologyKey, whenUnsatisfiable}"),
-				invalid("spec.topologySpreadConstraints[1].minDomains"),
-				forbidden("spec.topologySpreadConstraints[2].matchLabelKeys"),
+			want: []ft.Want{
+				ft.Invalid("spec.topologySpreadConstraints[0].maxSkew"),
+				ft.Required("spec.topologySpreadConstraints[0].topologyKey"),
+				ft.NotSupported("spec.topologySpreadConstraints[0].whenUnsatisfiable"),
+				ft.Duplicate("spec.topologySpreadConstraints[1].{topologyKey, whenUnsatisfiable}"),
+				ft.Invalid("spec.topologySpreadConstraints[1].minDomains"),
+				ft.Forbidden("spec.topologySpreadConstraints[2].matchLabelKeys"),
 			},
 		},
 		{
@@ -571,7 +525,7 @@ func TestValidate(t *testing.T) {
 				s.TerminationGracePeriodSeconds = nil
 				s.ActiveDeadlineSeconds = ptrTo(int64(0))
 			})),
-			want: []wantErr{required("spec.terminationGracePeriodSeconds"), invalid("spec.activeDeadlineSeconds")},
+			want: []ft.Want{ft.Required("spec.terminationGracePeriodSeconds"), ft.Invalid("spec.activeDeadlineSeconds")},
 		},
 		{
 			name: "names in the spec",
@@ -584,13 +538,13 @@ func TestValidate(t *testing.T) {
 				s.NodeName = "node_1"
 				s.PreemptionPolicy = ptrTo(corev1.PreemptionPolicy("Always"))
 			})),
-			want: []wantErr{
-				invalid("spec.hostname"),
-				invalid("spec.subdomain"),
-				invalid("spec.priorityClassName"),
-				invalid("spec.serviceAccountName"),
-				invalid("spec.nodeName"),
-				notSupported("spec.preemptionPolicy"),
+			want: []ft.Want{
+				ft.Invalid("spec.hostname"),
+				ft.Invalid("spec.subdomain"),
+				ft.Invalid("spec.priorityClassName"),
+				ft.Invalid("spec.serviceAccountName"),
+				ft.Invalid("spec.nodeName"),
+				ft.NotSupported("spec.preemptionPolicy"),
 			},
 		},
 		{
@@ -605,13 +559,13 @@ func TestValidate(t *testing.T) {
 				c.ReadinessProbe.TimeoutSeconds = -1
 				c.StartupProbe = probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(0), Scheme: "FTP"}})
 			})),
-			want: []wantErr{
-				forbidden("spec.containers[0].livenessProbe.tcpSocket"),
-				invalid("spec.containers[0].livenessProbe.successThreshold"),
-				required("spec.containers[0].readinessProbe"),
-				invalid("spec.containers[0].readinessProbe.timeoutSeconds"),
-				invalid("spec.containers[0].startupProbe.httpGet.port"),
-				notSupported("spec.containers[0].startupProbe.httpGet.scheme"),
+			want: []ft.Want{
+				ft.Forbidden("spec.containers[0].livenessProbe.tcpSocket"),
+				ft.Invalid("spec.containers[0].livenessProbe.successThreshold"),
+				ft.Required("spec.containers[0].readinessProbe"),
+				ft.Invalid("spec.containers[0].readinessProbe.timeoutSeconds"),
+				ft.Invalid("spec.containers[0].startupProbe.httpGet.port"),
+				ft.NotSupported("spec.containers[0].startupProbe.httpGet.scheme"),
 			},
 		},
 		{
@@ -619,7 +573,7 @@ func TestValidate(t *testing.T) {
 			pod: validPod(withApp(func(c *corev1.Container) {
 				c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 31}}}
 			})),
-			want: []wantErr{invalid("spec.containers[0].lifecycle.preStop.sleep")},
+			want: []ft.Want{ft.Invalid("spec.containers[0].lifecycle.preStop.sleep")},
 		},
 		{
 			name: "init containers: probes only for sidecars",
@@ -635,10 +589,10 @@ func TestValidate(t *testing.T) {
 					c.RestartPolicy = ptrTo(corev1.ContainerRestartPolicy("Never"))
 				}),
 			), withApp(func(c *corev1.Container) { c.RestartPolicy = ptrTo(corev1.ContainerRestartPolicyAlways) })),
-			want: []wantErr{
-				forbidden("spec.initContainers[0].readinessProbe"),
-				notSupported("spec.initContainers[2].restartPolicy"),
-				forbidden("spec.containers[0].restartPolicy"),
+			want: []ft.Want{
+				ft.Forbidden("spec.initContainers[0].readinessProbe"),
+				ft.NotSupported("spec.initContainers[2].restartPolicy"),
+				ft.Forbidden("spec.containers[0].restartPolicy"),
 			},
 		},
 		{
@@ -665,17 +619,17 @@ func TestValidate(t *testing.T) {
 					}
 				}),
 			),
-			want: []wantErr{
-				invalid("spec.securityContext.runAsUser"),
-				invalid("spec.securityContext.supplementalGroups[0]"),
-				invalid("spec.securityContext.shareProcessNamespace"),
-				invalid("spec.securityContext.sysctls[0].name"),
-				invalid("spec.securityContext.sysctls[1].name"),
-				required("spec.securityContext.seccompProfile.localhostProfile"),
-				invalid("spec.containers[0].securityContext"),
-				invalid("spec.containers[0].securityContext.runAsGroup"),
-				invalid("spec.containers[0].securityContext.procMount"),
-				invalid("spec.containers[0].securityContext.appArmorProfile.localhostProfile"),
+			want: []ft.Want{
+				ft.Invalid("spec.securityContext.runAsUser"),
+				ft.Invalid("spec.securityContext.supplementalGroups[0]"),
+				ft.Invalid("spec.securityContext.shareProcessNamespace"),
+				ft.Invalid("spec.securityContext.sysctls[0].name"),
+				ft.Invalid("spec.securityContext.sysctls[1].name"),
+				ft.Required("spec.securityContext.seccompProfile.localhostProfile"),
+				ft.Invalid("spec.containers[0].securityContext"),
+				ft.Invalid("spec.containers[0].securityContext.runAsGroup"),
+				ft.Invalid("spec.containers[0].securityContext.procMount"),
+				ft.Invalid("spec.containers[0].securityContext.appArmorProfile.localhostProfile"),
 			},
 		},
 		{
@@ -685,7 +639,7 @@ func TestValidate(t *testing.T) {
 					Name: "debug", Image: "busybox", ImagePullPolicy: corev1.PullIfNotPresent, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				}}}
 			})),
-			want: []wantErr{forbidden("spec.ephemeralContainers")},
+			want: []ft.Want{ft.Forbidden("spec.ephemeralContainers")},
 		},
 		{
 			name: "nodeName with scheduling gates",
@@ -693,14 +647,14 @@ func TestValidate(t *testing.T) {
 				s.NodeName = "node-1"
 				s.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/gate"}, {Name: "example.com/gate"}}
 			})),
-			want: []wantErr{forbidden("spec.nodeName"), duplicate("spec.schedulingGates[1]")},
+			want: []ft.Want{ft.Forbidden("spec.nodeName"), ft.Duplicate("spec.schedulingGates[1]")},
 		},
 		{
 			name: "projected service account token without service account",
 			pod: validPod(withVolumes(corev1.Volume{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}},
 			}}})),
-			want: []wantErr{forbidden("spec.volumes[0].projected.sources[0].serviceAccountToken")},
+			want: []ft.Want{ft.Forbidden("spec.volumes[0].projected.sources[0].serviceAccountToken")},
 		},
 		{
 			name: "linux pod without windows options",
@@ -710,7 +664,7 @@ func TestValidate(t *testing.T) {
 					c.SecurityContext = &corev1.SecurityContext{WindowsOptions: &corev1.WindowsSecurityContextOptions{}}
 				}),
 			),
-			want: []wantErr{forbidden("spec.containers[0].securityContext.windowsOptions")},
+			want: []ft.Want{ft.Forbidden("spec.containers[0].securityContext.windowsOptions")},
 		},
 		{
 			name: "pod-level resources",
@@ -722,16 +676,16 @@ func TestValidate(t *testing.T) {
 					c.Resources = corev1.ResourceRequirements{Requests: resources("cpu", "200m"), Limits: resources("memory", "2Gi")}
 				}),
 			),
-			want: []wantErr{
-				notSupported("spec.resources.limits[example.com/gpu]"),
-				invalid("spec.resources.requests[cpu]"),
-				invalid("spec.resources.containers[0][memory].limits"),
+			want: []ft.Want{
+				ft.NotSupported("spec.resources.limits[example.com/gpu]"),
+				ft.Invalid("spec.resources.requests[cpu]"),
+				ft.Invalid("spec.resources.containers[0][memory].limits"),
 			},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			checkErrors(t, Validate(tc.pod), tc.want...)
+			ft.Check(t, Validate(tc.pod), tc.want...)
 		})
 	}
 }
@@ -807,7 +761,7 @@ func TestValidateUpdate(t *testing.T) {
 		name   string
 		old    *corev1.Pod
 		update []podOption
-		want   []wantErr
+		want   []ft.Want
 	}{
 		{name: "no change", old: validPod()},
 		{
@@ -824,25 +778,25 @@ func TestValidateUpdate(t *testing.T) {
 			name:   "other spec change",
 			old:    validPod(),
 			update: []podOption{withApp(func(c *corev1.Container) { c.Command = []string{"sh"} })},
-			want:   []wantErr{forbidden("spec")},
+			want:   []ft.Want{ft.Forbidden("spec")},
 		},
 		{
 			name:   "container added",
 			old:    validPod(),
 			update: []podOption{func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, ctr("b", "nginx")) }},
-			want:   []wantErr{forbidden("spec.containers")},
+			want:   []ft.Want{ft.Forbidden("spec.containers")},
 		},
 		{
 			name:   "name and namespace immutable, resourceVersion required",
 			old:    validPod(),
 			update: []podOption{withMeta(func(m *metav1.ObjectMeta) { m.Name, m.Namespace, m.ResourceVersion = "other", "kube-system", "" })},
-			want:   []wantErr{invalid("metadata.name"), invalid("metadata.namespace"), invalid("metadata.resourceVersion")},
+			want:   []ft.Want{ft.Invalid("metadata.name"), ft.Invalid("metadata.namespace"), ft.Invalid("metadata.resourceVersion")},
 		},
 		{
 			name:   "uid immutable",
 			old:    validPod(withMeta(func(m *metav1.ObjectMeta) { m.UID = "a" })),
 			update: []podOption{withMeta(func(m *metav1.ObjectMeta) { m.UID = "b" })},
-			want:   []wantErr{invalid("metadata.uid")},
+			want:   []ft.Want{ft.Invalid("metadata.uid")},
 		},
 		{
 			name:   "activeDeadlineSeconds set",
@@ -858,13 +812,13 @@ func TestValidateUpdate(t *testing.T) {
 			name:   "activeDeadlineSeconds raised",
 			old:    validPod(withSpec(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = ptrTo(int64(30)) })),
 			update: []podOption{withSpec(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = ptrTo(int64(60)) })},
-			want:   []wantErr{invalid("spec.activeDeadlineSeconds")},
+			want:   []ft.Want{ft.Invalid("spec.activeDeadlineSeconds")},
 		},
 		{
 			name:   "activeDeadlineSeconds removed",
 			old:    validPod(withSpec(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = ptrTo(int64(30)) })),
 			update: []podOption{withSpec(func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = nil })},
-			want:   []wantErr{invalid("spec.activeDeadlineSeconds")},
+			want:   []ft.Want{ft.Invalid("spec.activeDeadlineSeconds")},
 		},
 		{
 			name: "toleration added, tolerationSeconds changed",
@@ -884,7 +838,7 @@ func TestValidateUpdate(t *testing.T) {
 				s.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
 			})),
 			update: []podOption{withSpec(func(s *corev1.PodSpec) { s.Tolerations = nil })},
-			want:   []wantErr{forbidden("spec.tolerations")},
+			want:   []ft.Want{ft.Forbidden("spec.tolerations")},
 		},
 		{
 			name:   "terminationGracePeriodSeconds from negative to 1",
@@ -895,7 +849,7 @@ func TestValidateUpdate(t *testing.T) {
 			name:   "terminationGracePeriodSeconds changed",
 			old:    validPod(),
 			update: []podOption{withSpec(func(s *corev1.PodSpec) { s.TerminationGracePeriodSeconds = ptrTo(int64(5)) })},
-			want:   []wantErr{forbidden("spec")},
+			want:   []ft.Want{ft.Forbidden("spec")},
 		},
 		{
 			name:   "scheduling gate removed, nodeSelector added while gated",
@@ -906,7 +860,7 @@ func TestValidateUpdate(t *testing.T) {
 			name:   "scheduling gate added, nodeSelector changed while gated",
 			old:    validPod(gated),
 			update: []podOption{withSpec(func(s *corev1.PodSpec) { s.SchedulingGates[1].Name = "example.com/c"; s.NodeSelector["zone"] = "b" })},
-			want:   []wantErr{forbidden("spec.schedulingGates[1].name"), invalid("spec.nodeSelector")},
+			want:   []ft.Want{ft.Forbidden("spec.schedulingGates[1].name"), ft.Invalid("spec.nodeSelector")},
 		},
 		{
 			name: "node affinity term gets a requirement while gated",
@@ -924,19 +878,37 @@ func TestValidateUpdate(t *testing.T) {
 			name:   "nodeSelector added when not gated",
 			old:    validPod(),
 			update: []podOption{withSpec(func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"disk": "ssd"} })},
-			want:   []wantErr{forbidden("spec")},
+			want:   []ft.Want{ft.Forbidden("spec")},
 		},
 		{
 			name:   "mirror pod annotation cannot be added",
 			old:    validPod(withSpec(func(s *corev1.PodSpec) { s.NodeName = "node-1" })),
 			update: []podOption{withMeta(func(m *metav1.ObjectMeta) { m.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} })},
-			want:   []wantErr{forbidden("metadata.annotations[kubernetes.io/config.mirror]")},
+			want:   []ft.Want{ft.Forbidden("metadata.annotations[kubernetes.io/config.mirror]")},
+		},
+		{
+			name: "ephemeral containers are validated",
+			old: validPod(withSpec(func(s *corev1.PodSpec) {
+				s.EphemeralContainers = []corev1.EphemeralContainer{
+					{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox",
+						ImagePullPolicy: corev1.PullIfNotPresent, TerminationMessagePolicy: corev1.TerminationMessageReadFile}, TargetContainerName: "app"},
+					{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "app", Image: " busybox",
+						ImagePullPolicy: corev1.PullIfNotPresent, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						Ports: []corev1.ContainerPort{{ContainerPort: 80, Protocol: corev1.ProtocolTCP}}}, TargetContainerName: "nope"},
+				}
+			})),
+			want: []ft.Want{
+				ft.Invalid("spec.ephemeralContainers[1].image"),
+				ft.Duplicate("spec.ephemeralContainers[1].name"),
+				ft.NotFound("spec.ephemeralContainers[1].targetContainerName"),
+				ft.Forbidden("spec.ephemeralContainers[1].ports"),
+			},
 		},
 		{
 			name:   "the new pod is validated too",
 			old:    validPod(),
 			update: []podOption{withApp(func(c *corev1.Container) { c.Image = "" })},
-			want:   []wantErr{required("spec.containers[0].image")},
+			want:   []ft.Want{ft.Required("spec.containers[0].image")},
 		},
 	}
 	for _, tc := range tests {
@@ -945,7 +917,7 @@ func TestValidateUpdate(t *testing.T) {
 			for _, o := range tc.update {
 				o(pod)
 			}
-			checkErrors(t, ValidateUpdate(pod, tc.old), tc.want...)
+			ft.Check(t, ValidateUpdate(pod, tc.old), tc.want...)
 		})
 	}
 }
@@ -985,7 +957,7 @@ func TestValidateStatusUpdate(t *testing.T) {
 		name   string
 		old    *corev1.Pod
 		update []podOption
-		want   []wantErr
+		want   []ft.Want
 	}{
 		{
 			name: "kubelet reports running",
@@ -1002,13 +974,13 @@ func TestValidateStatusUpdate(t *testing.T) {
 			name:   "nodeName is not changed through status",
 			old:    validPod(running),
 			update: []podOption{withSpec(func(s *corev1.PodSpec) { s.NodeName = "node-2" })},
-			want:   []wantErr{forbidden("status.nodeName")},
+			want:   []ft.Want{ft.Forbidden("status.nodeName")},
 		},
 		{
 			name:   "spec is not changed through status",
 			old:    validPod(running),
 			update: []podOption{withApp(func(c *corev1.Container) { c.Image = "nginx:2" })},
-			want:   []wantErr{forbidden("spec")},
+			want:   []ft.Want{ft.Forbidden("spec")},
 		},
 		{
 			name: "condition types",
@@ -1016,13 +988,13 @@ func TestValidateStatusUpdate(t *testing.T) {
 			update: []podOption{status(func(s *corev1.PodStatus) {
 				s.Conditions = []corev1.PodCondition{{Type: "bad type"}, {Type: "example.com/ok"}}
 			})},
-			want: []wantErr{invalid("metadata.conditions[0].Type")},
+			want: []ft.Want{ft.Invalid("metadata.conditions[0].Type")},
 		},
 		{
 			name:   "qosClass is immutable",
 			old:    validPod(running),
 			update: []podOption{status(func(s *corev1.PodStatus) { s.QOSClass = corev1.PodQOSGuaranteed })},
-			want:   []wantErr{invalid("status.qosClass")},
+			want:   []ft.Want{ft.Invalid("status.qosClass")},
 		},
 		{
 			name: "terminated container of a Never pod stays terminated",
@@ -1030,7 +1002,7 @@ func TestValidateStatusUpdate(t *testing.T) {
 			update: []podOption{status(func(s *corev1.PodStatus) {
 				s.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
 			})},
-			want: []wantErr{forbidden("status.containerStatuses[0].state")},
+			want: []ft.Want{ft.Forbidden("status.containerStatuses[0].state")},
 		},
 		{
 			name: "terminated container of an Always pod restarts",
@@ -1047,19 +1019,19 @@ func TestValidateStatusUpdate(t *testing.T) {
 				s.HostIP, s.HostIPs = "10.0.0.9", []corev1.HostIP{{IP: "10.0.0.8"}}
 				s.NominatedNodeName = "Bad_Node"
 			})},
-			want: []wantErr{invalid("status.podIPs"), invalid("status.hostIPs[0].ip"), invalid("status.nominatedNodeName")},
+			want: []ft.Want{ft.Invalid("status.podIPs"), ft.Invalid("status.hostIPs[0].ip"), ft.Invalid("status.nominatedNodeName")},
 		},
 		{
 			name:   "invalid pod IP",
 			old:    validPod(running),
 			update: []podOption{status(func(s *corev1.PodStatus) { s.PodIP = "10.0.0.300" })},
-			want:   []wantErr{invalid("status.podIPs[0]")},
+			want:   []ft.Want{ft.Invalid("status.podIPs[0]")},
 		},
 		{
 			name:   "metadata update rules",
 			old:    validPod(running),
 			update: []podOption{withMeta(func(m *metav1.ObjectMeta) { m.ResourceVersion = "" })},
-			want:   []wantErr{invalid("metadata.resourceVersion")},
+			want:   []ft.Want{ft.Invalid("metadata.resourceVersion")},
 		},
 	}
 	for _, tc := range tests {
@@ -1068,7 +1040,7 @@ func TestValidateStatusUpdate(t *testing.T) {
 			for _, o := range tc.update {
 				o(pod)
 			}
-			checkErrors(t, ValidateStatusUpdate(pod, tc.old), tc.want...)
+			ft.Check(t, ValidateStatusUpdate(pod, tc.old), tc.want...)
 		})
 	}
 }
