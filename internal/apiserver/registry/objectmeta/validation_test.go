@@ -29,8 +29,10 @@ func TestValidate(t *testing.T) {
 		{name: "namespace required", meta: meta(func(m *metav1.ObjectMeta) { m.Namespace = "" }), namespaced: true, want: []ft.Want{ft.Required("metadata.namespace")}},
 		{name: "namespace forbidden", meta: meta(), namespaced: false, want: []ft.Want{ft.Forbidden("metadata.namespace")}},
 		{
-			name:       "finalizers",
-			meta:       meta(func(m *metav1.ObjectMeta) { m.Finalizers = []string{"kubernetes", "orphan", "example.com/x", "mine", "bad name"} }),
+			name: "finalizers",
+			meta: meta(func(m *metav1.ObjectMeta) {
+				m.Finalizers = []string{"kubernetes", "orphan", "example.com/x", "mine", "bad name"}
+			}),
 			namespaced: true,
 			want:       []ft.Want{ft.Invalid("metadata.finalizers[3]"), ft.Invalid("metadata.finalizers"), ft.Invalid("metadata.finalizers[4]")},
 		},
