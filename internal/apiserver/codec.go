@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -126,4 +127,13 @@ func (c *codecs) bodyDecoder(contentType string, strict bool) (runtime.Decoder, 
 		return c.protobuf.Serializer, mt, nil
 	}
 	return nil, "", unsupportedMediaType(contentType)
+}
+
+// parameterCodec decodes query parameters into option structs (ListOptions,
+// CreateOptions...), as registered in the v1 group of client-go's scheme.
+var parameterCodec = runtime.NewParameterCodec(scheme.Scheme)
+
+// decodeQuery decodes a request's query into opts, or answers 400.
+func decodeQuery(r *http.Request, opts runtime.Object) error {
+	return parameterCodec.DecodeParameters(r.URL.Query(), schema.GroupVersion{Version: "v1"}, opts)
 }

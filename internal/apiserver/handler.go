@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
@@ -38,7 +39,9 @@ type resourceHandler struct {
 	fieldKeys map[string]bool
 }
 
-var typeConverter = applyconfigurations.NewTypeConverter(nil)
+// typeConverter knows the structure of every built-in type, for managed
+// fields and server-side apply.
+var typeConverter = applyconfigurations.NewTypeConverter(scheme.Scheme)
 
 func newResourceHandler(s *Server, res *registry.Resource, st storage.Store, storeName string) (*resourceHandler, error) {
 	h := &resourceHandler{

@@ -36,7 +36,7 @@ func (h *resourceHandler) deleteOptions(r *http.Request) (*metav1.DeleteOptions,
 		if o, ok := obj.(*metav1.DeleteOptions); ok {
 			opts = o
 		}
-	} else if err := metav1.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+	} else if err := decodeQuery(r, opts); err != nil {
 		return nil, badRequest(err.Error())
 	}
 	if err := validateDryRun(opts.DryRun); err != nil {

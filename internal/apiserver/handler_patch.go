@@ -19,7 +19,7 @@ func (h *resourceHandler) patch(w http.ResponseWriter, r *http.Request, info req
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
 	var opts metav1.PatchOptions
-	if err := metav1.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+	if err := decodeQuery(r, &opts); err != nil {
 		return badRequest(err.Error())
 	}
 	if err := validateDryRun(opts.DryRun); err != nil {

@@ -25,7 +25,7 @@ func (h *resourceHandler) get(w http.ResponseWriter, r *http.Request, info reque
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
 	var opts metav1.GetOptions
-	if err := metav1.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+	if err := decodeQuery(r, &opts); err != nil {
 		return badRequest(err.Error())
 	}
 	obj, err := h.store.Get(ctx, h.key(info.Namespace, info.Name))
@@ -88,7 +88,7 @@ func (h *resourceHandler) writeOutput(w http.ResponseWriter, r *http.Request, co
 
 func (h *resourceHandler) listOptions(r *http.Request) (*metav1.ListOptions, error) {
 	var opts metav1.ListOptions
-	if err := metav1.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+	if err := decodeQuery(r, &opts); err != nil {
 		return nil, badRequest(err.Error())
 	}
 	return &opts, nil

@@ -133,7 +133,7 @@ func (h *resourceHandler) create(w http.ResponseWriter, r *http.Request, info re
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
 	var opts metav1.CreateOptions
-	if err := metav1.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+	if err := decodeQuery(r, &opts); err != nil {
 		return badRequest(err.Error())
 	}
 	if err := validateDryRun(opts.DryRun); err != nil {
@@ -212,6 +212,9 @@ func (h *resourceHandler) prepareUpdate(obj, current runtime.Object, subresource
 	if m.GetUID() == "" {
 		m.SetUID(cm.GetUID())
 	}
+	if m.GetResourceVersion() == "" {
+		m.SetResourceVersion(cm.GetResourceVersion())
+	}
 	m.SetCreationTimestamp(cm.GetCreationTimestamp())
 	m.SetDeletionTimestamp(cm.GetDeletionTimestamp())
 	m.SetDeletionGracePeriodSeconds(cm.GetDeletionGracePeriodSeconds())
@@ -275,7 +278,7 @@ func (h *resourceHandler) update(w http.ResponseWriter, r *http.Request, info re
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
 	var opts metav1.UpdateOptions
-	if err := metav1.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
+	if err := decodeQuery(r, &opts); err != nil {
 		return badRequest(err.Error())
 	}
 	if err := validateDryRun(opts.DryRun); err != nil {
@@ -380,8 +383,8 @@ func (h *resourceHandler) writeUpdate(ctx context.Context, info requestInfo, sub
 }
 
 var (
-	errDryRun        = errors.New("dry run")
-	errNotRemovable  = errors.New("object may not be removed yet")
+	errDryRun       = errors.New("dry run")
+	errNotRemovable = errors.New("object may not be removed yet")
 )
 
 // shouldRemove reports whether a stored object's deletion is complete:

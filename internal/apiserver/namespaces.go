@@ -15,8 +15,8 @@ import (
 // check its namespace without a round-trip to etcd. A miss falls back to
 // the store (a namespace created a moment ago may not be mirrored yet).
 type namespaceCache struct {
-	store storage.Store
-	mu    sync.RWMutex
+	store  storage.Store
+	mu     sync.RWMutex
 	byName map[string]*corev1.Namespace
 }
 

@@ -3,7 +3,9 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 
@@ -108,6 +110,15 @@ func (s *Server) Run(ctx context.Context) error {
 // ServeHTTP routes a request: health, version, discovery, OpenAPI, metrics
 // and resources.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			slog.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			s.writeError(w, r, apierrors.NewInternalError(fmt.Errorf("panic: %v", p)))
+		}
+	}()
 	rec := s.metrics.begin(w)
 	info := parseRequestInfo(r.Method, r.URL.Path, r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1")
 	defer func() { s.metrics.end(rec, r, info) }()

@@ -16,10 +16,7 @@ var defaultTableColumns = []metav1.TableColumnDefinition{
 }
 
 func tableOptions(r *http.Request) (*metav1.TableOptions, error) {
-	opts := &metav1.TableOptions{}
-	if err := metav1.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		return nil, badRequest(err.Error())
-	}
+	opts := &metav1.TableOptions{IncludeObject: metav1.IncludeObjectPolicy(r.URL.Query().Get("includeObject"))}
 	switch opts.IncludeObject {
 	case "":
 		opts.IncludeObject = metav1.IncludeMetadata

@@ -20,12 +20,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
+	"github.com/skiff-sh/skiff/internal/controller/namespace"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/storage"
@@ -40,8 +44,12 @@ type ServerConfig struct {
 	EtcdServers  []string
 	DisableAgent bool
 	LogLevel     string
-	// Ready, when set, is closed once the server answers requests (tests).
-	Ready chan<- struct{}
+	// OnReady, when set, is called once the server answers requests, with
+	// its URL and the admin kubeconfig's path (in-process test clusters).
+	OnReady func(url, kubeconfig string)
+	// UnsafeNoFsync runs the embedded etcd without fsync: for throwaway
+	// test clusters only, a crash loses data.
+	UnsafeNoFsync bool
 }
 
 // compactInterval is how often etcd history is compacted, as kube-apiserver.
@@ -83,7 +91,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	endpoints := cfg.EtcdServers
 	var embedded *etcd.Server
 	if len(endpoints) == 0 {
-		embedded, err = etcd.Start(ctx, etcd.Config{DataDir: filepath.Join(cfg.DataDir, "etcd")})
+		embedded, err = etcd.Start(ctx, etcd.Config{DataDir: filepath.Join(cfg.DataDir, "etcd"), UnsafeNoFsync: cfg.UnsafeNoFsync})
 		if err != nil {
 			return fmt.Errorf("start embedded etcd: %w", err)
 		}
@@ -182,14 +190,40 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := bootstrapNamespaces(gctx, cs); err != nil {
 			return err
 		}
+		if err := startControllers(gctx, g, rc, cs); err != nil {
+			return err
+		}
 		slog.Info("skiff server is ready", "url", serverURL, "kubeconfig", kubeconfigPath)
 		fmt.Fprintf(os.Stderr, "\nskiff server is running at %s\n  kubeconfig: %s\n  try:        skiff kubectl get namespaces   (or: KUBECONFIG=%s kubectl get pods)\n\n", serverURL, kubeconfigPath, kubeconfigPath)
-		if cfg.Ready != nil {
-			close(cfg.Ready)
+		if cfg.OnReady != nil {
+			cfg.OnReady(serverURL, kubeconfigPath)
 		}
 		return nil
 	})
 	return g.Wait()
+}
+
+// startControllers runs the controllers of the control plane in g; they
+// reach the API server through client-go like any other client.
+func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface) error {
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	nsController, err := namespace.New(namespace.Config{
+		Client: cs, Dynamic: dyn, Discovery: cs.Discovery(), Informers: factory,
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	g.Go(func() error {
+		nsController.Run(ctx)
+		factory.Shutdown()
+		return nil
+	})
+	return nil
 }
 
 // newStores builds one etcd-backed Store per stored resource.
@@ -205,9 +239,7 @@ func newStores(client *clientv3.Client, resources []*registry.Resource) (map[str
 		codec := scheme.Codecs.CodecForVersions(ser, ser, schema.GroupVersions{gv}, schema.GroupVersions{gv})
 		st := etcd3.New(client, codec, res.New, res.NewList, res.GroupVersionResource().GroupResource(), "/registry/"+res.Name+"/")
 		stores[res.Name] = st
-		if c, ok := st.(interface{ Close() }); ok {
-			closers = append(closers, c.Close)
-		}
+		closers = append(closers, st.Close)
 	}
 	return stores, func() {
 		for _, c := range closers {
@@ -215,7 +247,6 @@ func newStores(client *clientv3.Client, resources []*registry.Resource) (map[str
 		}
 	}, nil
 }
-
 
 func bootstrapNamespaces(ctx context.Context, cs kubernetes.Interface) error {
 	for _, name := range systemNamespaces {
@@ -255,4 +286,3 @@ func loopbackFor(bind string) string {
 	}
 	return bind
 }
-
