@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/skiff-sh/skiff/test/e2e/framework"
+)
+
+// TestServer covers the server as a process and an endpoint: startup
+// output and files, `skiff kubectl`, the default kubectl, authentication.
+func TestServer(t *testing.T) {
+	s := framework.StartServer(t, framework.Options{})
+
+	t.Run("startup", func(t *testing.T) {
+		logs := s.Logs()
+		if n := strings.Count(logs, framework.ReadyLine+s.URL); n != 1 {
+			t.Errorf("server output has %d %q lines, want 1:\n%s", n, framework.ReadyLine+s.URL, logs)
+		}
+		for _, name := range []string{"kubeconfig.yaml"} {
+			info, err := os.Stat(filepath.Join(s.DataDir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if perm := info.Mode().Perm(); perm&0o077 != 0 {
+				t.Errorf("%s has mode %v: it holds the admin key, want no group/other access", name, perm)
+			}
+		}
+	})
+
+	t.Run("skiff-kubectl", func(t *testing.T) {
+		stdout, stderr, err := s.SkiffKubectl(t, "get", "ns")
+		if err != nil || stderr != "" {
+			t.Fatalf("skiff kubectl get ns (SKIFF_DATA_DIR=%s): %v\nstdout:\n%s\nstderr:\n%s", s.DataDir, err, stdout, stderr)
+		}
+		checkSystemNamespaces(t, "skiff kubectl get ns", stdout)
+
+		podFile := filepath.Join(t.TempDir(), "my-pod.yaml")
+		writeFile(t, podFile, myPod)
+		stdout, stderr, err = s.SkiffKubectl(t, "apply", "-f", podFile)
+		if err != nil || stdout != "pod/my-pod created\n" || stderr != "" {
+			t.Errorf("skiff kubectl apply -f my-pod.yaml: err %v, stdout %q, stderr %q; want %q", err, stdout, stderr, "pod/my-pod created\n")
+		}
+		stdout, _, err = s.SkiffKubectl(t, "get", "pods", "--no-headers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := framework.ParseTable(stdout)
+		if len(rows) != 1 {
+			t.Fatalf("skiff kubectl get pods --no-headers:\n%s\nwant one row", stdout)
+		}
+		checkRow(t, "skiff kubectl get pods", rows[0], []string{"my-pod", "0/1", "Pending", "0", "AGE"})
+		stdout, _, err = s.SkiffKubectl(t, "delete", "pod", "my-pod")
+		if err != nil || stdout != "pod \"my-pod\" deleted\n" {
+			t.Errorf("skiff kubectl delete pod my-pod: err %v, stdout %q", err, stdout)
+		}
+	})
+
+	t.Run("default-kubectl", func(t *testing.T) {
+		stdout, stderr, err := s.Kubectl(t, "", "get", "namespaces")
+		if err != nil || stderr != "" {
+			t.Fatalf("kubectl get namespaces: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+		}
+		checkSystemNamespaces(t, "kubectl get namespaces", stdout)
+	})
+
+	t.Run("anonymous", func(t *testing.T) {
+		for _, path := range []string{"/api/v1/pods", "/api/v1/namespaces/default/pods/my-pod", "/api", "/apis", "/api/v1/namespaces?watch=true"} {
+			resp := s.AnonymousGet(t, path)
+			checkUnauthorized(t, "anonymous GET "+path, resp)
+		}
+		for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+			resp := s.AnonymousGet(t, path)
+			if resp.Code != http.StatusOK || string(resp.Body) != "ok" {
+				t.Errorf("anonymous GET %s: %d %q, want 200 \"ok\"", path, resp.Code, resp.Body)
+			}
+		}
+		resp := s.AnonymousGet(t, "/version")
+		var info version.Info
+		if resp.Code != http.StatusOK {
+			t.Errorf("anonymous GET /version: %d %s, want 200", resp.Code, resp.Body)
+		} else if err := json.Unmarshal(resp.Body, &info); err != nil || info.GitVersion == "" || info.Major == "" || info.Minor == "" || info.Platform == "" {
+			t.Errorf("anonymous GET /version: %s (%v): want major, minor, gitVersion and platform", resp.Body, err)
+		}
+	})
+
+	t.Run("admin", func(t *testing.T) {
+		resp := s.AdminGet(t, "/api/v1/pods")
+		var list corev1.PodList
+		if resp.Code != http.StatusOK {
+			t.Fatalf("GET /api/v1/pods with the admin certificate: %d %s", resp.Code, resp.Body)
+		}
+		if err := json.Unmarshal(resp.Body, &list); err != nil || list.Kind != "PodList" || list.APIVersion != "v1" || list.ResourceVersion == "" {
+			t.Errorf("GET /api/v1/pods: %s (%v): want a v1 PodList with a resourceVersion", resp.Body, err)
+		}
+	})
+
+	t.Run("foreign-client-certificate", func(t *testing.T) {
+		// A certificate for system:admin in system:masters, signed by a CA
+		// the server does not know: no access.
+		cert := foreignClientCert(t)
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(s.CAData(t))
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+		}}}
+		defer client.CloseIdleConnections()
+		resp, err := client.Get(s.URL + "/api/v1/pods")
+		if err != nil {
+			t.Logf("GET with a foreign client certificate failed in TLS, as it may: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET /api/v1/pods with a foreign client certificate: %d, want 401 or a TLS failure", resp.StatusCode)
+		}
+	})
+}
+
+func checkSystemNamespaces(t *testing.T, what, stdout string) {
+	t.Helper()
+	rows := framework.ParseTable(stdout)
+	if len(rows) == 0 || !reflect.DeepEqual(rows[0], []string{"NAME", "STATUS", "AGE"}) {
+		t.Fatalf("%s:\n%s\nwant header NAME STATUS AGE", what, stdout)
+	}
+	got := map[string]bool{}
+	for _, row := range rows[1:] {
+		checkRow(t, what, row, []string{row[0], "Active", "AGE"})
+		got[row[0]] = true
+	}
+	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+		if !got[ns] {
+			t.Errorf("%s: no namespace %s in:\n%s", what, ns, stdout)
+		}
+	}
+}
+
+// checkUnauthorized wants Kubernetes' 401: a JSON v1 Status.
+func checkUnauthorized(t *testing.T, what string, resp framework.HTTPResponse) {
+	t.Helper()
+	if resp.Code != http.StatusUnauthorized {
+		t.Errorf("%s: %d %s, want 401", what, resp.Code, resp.Body)
+		return
+	}
+	if resp.ContentType != "application/json" {
+		t.Errorf("%s: Content-Type %q, want application/json", what, resp.ContentType)
+	}
+	var status metav1.Status
+	if err := json.Unmarshal(resp.Body, &status); err != nil {
+		t.Errorf("%s: body %q is not a Status: %v", what, resp.Body, err)
+		return
+	}
+	want := metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Message: "Unauthorized", Reason: metav1.StatusReasonUnauthorized, Code: 401,
+	}
+	if !reflect.DeepEqual(status, want) {
+		t.Errorf("%s: body %s, want %+v", what, resp.Body, want)
+	}
+}
+
+func foreignClientCert(t *testing.T) tls.Certificate {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "skiff-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "system:admin", Organization: []string{"system:masters"}},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
+}
