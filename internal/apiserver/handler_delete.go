@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
 
 	"github.com/skiff-sh/skiff/internal/storage"
 )
@@ -24,17 +28,8 @@ func (h *resourceHandler) deleteOptions(r *http.Request) (*metav1.DeleteOptions,
 		return nil, err
 	}
 	if len(body) > 0 {
-		dec, _, err := h.s.codecs.bodyDecoder(r.Header.Get("Content-Type"), false)
-		if err != nil {
+		if err := decodeOptionsBody(r, body, opts); err != nil {
 			return nil, err
-		}
-		target := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
-		obj, _, err := dec.Decode(body, &target, opts)
-		if err != nil {
-			return nil, badRequest(err.Error())
-		}
-		if o, ok := obj.(*metav1.DeleteOptions); ok {
-			opts = o
 		}
 	} else if err := decodeQuery(r, opts); err != nil {
 		return nil, badRequest(err.Error())
@@ -47,6 +42,23 @@ func (h *resourceHandler) deleteOptions(r *http.Request) (*metav1.DeleteOptions,
 		opts.GracePeriodSeconds = &zero
 	}
 	return opts, nil
+}
+
+// decodeOptionsBody decodes an options object (DeleteOptions) sent as a
+// body, whatever apiVersion it names (v1 or meta.k8s.io/v1).
+func decodeOptionsBody(r *http.Request, body []byte, into runtime.Object) error {
+	ct := r.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, mediaProtobuf) {
+		target := schema.GroupVersion{Version: "v1"}.WithKind("DeleteOptions")
+		if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, &target, into); err != nil {
+			return badRequest(err.Error())
+		}
+		return nil
+	}
+	if err := yaml.Unmarshal(body, into); err != nil {
+		return badRequest(fmt.Sprintf("decoding options: %v", err))
+	}
+	return nil
 }
 
 func (h *resourceHandler) delete(w http.ResponseWriter, r *http.Request, info requestInfo) error {
