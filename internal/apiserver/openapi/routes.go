@@ -53,9 +53,9 @@ func (r *route) Description() string               { return r.description }
 func (r *route) Consumes() []string                { return r.consumes }
 func (r *route) Produces() []string                { return r.produces }
 func (r *route) RequestPayloadSample() interface{} { return r.body }
-func (r *route) ResponsePayloadSample() interface{} {
-	return nil
-}
+
+// ResponsePayloadSample is nil: every route lists its responses.
+func (r *route) ResponsePayloadSample() interface{}               { return nil }
 func (r *route) StatusCodeResponses() []common.StatusCodeResponse { return r.responses }
 
 // Metadata carries the extensions kubectl reads on every operation.
