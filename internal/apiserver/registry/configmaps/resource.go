@@ -15,9 +15,11 @@ func Resource() *registry.Resource {
 		Name: "configmaps", SingularName: "configmap",
 		ShortNames: []string{"cm"},
 		Namespaced: true, HasStatus: false,
-		New:          func() runtime.Object { return &corev1.ConfigMap{} },
-		TableColumns: TableColumns,
-		TableRow:     TableRow,
-		NewList:      func() runtime.Object { return &corev1.ConfigMapList{} },
+		Validate:       registry.ValidateFunc(Validate),
+		ValidateUpdate: registry.ValidateUpdateFunc(ValidateUpdate),
+		New:            func() runtime.Object { return &corev1.ConfigMap{} },
+		TableColumns:   TableColumns,
+		TableRow:       TableRow,
+		NewList:        func() runtime.Object { return &corev1.ConfigMapList{} },
 	}
 }

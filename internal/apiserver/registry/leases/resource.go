@@ -15,9 +15,11 @@ func Resource() *registry.Resource {
 		Name: "leases", SingularName: "lease",
 		ShortNames: nil,
 		Namespaced: true, HasStatus: false,
-		New:          func() runtime.Object { return &coordinationv1.Lease{} },
-		TableColumns: TableColumns,
-		TableRow:     TableRow,
-		NewList:      func() runtime.Object { return &coordinationv1.LeaseList{} },
+		Validate:       registry.ValidateFunc(Validate),
+		ValidateUpdate: registry.ValidateUpdateFunc(ValidateUpdate),
+		New:            func() runtime.Object { return &coordinationv1.Lease{} },
+		TableColumns:   TableColumns,
+		TableRow:       TableRow,
+		NewList:        func() runtime.Object { return &coordinationv1.LeaseList{} },
 	}
 }

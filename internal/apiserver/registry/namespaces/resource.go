@@ -16,12 +16,15 @@ func Resource() *registry.Resource {
 		Name: "namespaces", SingularName: "namespace",
 		ShortNames: []string{"ns"},
 		Namespaced: false, HasStatus: true,
-		New:                 func() runtime.Object { return &corev1.Namespace{} },
-		TableColumns:        TableColumns,
-		TableRow:            TableRow,
-		FieldSet:            FieldSet,
-		NewList:             func() runtime.Object { return &corev1.NamespaceList{} },
-		ReturnDeletedObject: true,
+		Validate:             registry.ValidateFunc(Validate),
+		ValidateUpdate:       registry.ValidateUpdateFunc(ValidateUpdate),
+		ValidateStatusUpdate: registry.ValidateUpdateFunc(ValidateStatusUpdate),
+		New:                  func() runtime.Object { return &corev1.Namespace{} },
+		TableColumns:         TableColumns,
+		TableRow:             TableRow,
+		FieldSet:             FieldSet,
+		NewList:              func() runtime.Object { return &corev1.NamespaceList{} },
+		ReturnDeletedObject:  true,
 		PrepareForCreate: func(obj runtime.Object) {
 			ns := obj.(*corev1.Namespace)
 			ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}

@@ -39,6 +39,9 @@ func Resource() *registry.Resource {
 			pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
 			metav1.ResetObjectMetaForStatus(pod, oldPod)
 			pod.Spec = oldPod.Spec
+			if pod.Status.QOSClass == "" {
+				pod.Status.QOSClass = oldPod.Status.QOSClass
+			}
 		},
 		ValidateStatusUpdate: func(obj, old runtime.Object) field.ErrorList {
 			return ValidateStatusUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))

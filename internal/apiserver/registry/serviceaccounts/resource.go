@@ -15,9 +15,11 @@ func Resource() *registry.Resource {
 		Name: "serviceaccounts", SingularName: "serviceaccount",
 		ShortNames: []string{"sa"},
 		Namespaced: true, HasStatus: false,
-		New:          func() runtime.Object { return &corev1.ServiceAccount{} },
-		TableColumns: TableColumns,
-		TableRow:     TableRow,
-		NewList:      func() runtime.Object { return &corev1.ServiceAccountList{} },
+		Validate:       registry.ValidateFunc(Validate),
+		ValidateUpdate: registry.ValidateUpdateFunc(ValidateUpdate),
+		New:            func() runtime.Object { return &corev1.ServiceAccount{} },
+		TableColumns:   TableColumns,
+		TableRow:       TableRow,
+		NewList:        func() runtime.Object { return &corev1.ServiceAccountList{} },
 	}
 }
