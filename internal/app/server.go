@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
@@ -111,7 +112,12 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	defer closeStores()
 
+	openAPI, err := openapi.New(resources)
+	if err != nil {
+		return fmt.Errorf("openapi: %w", err)
+	}
 	api, err := apiserver.New(apiserver.Config{
+		OpenAPI:      openAPI,
 		Resources:    resources,
 		Stores:       stores,
 		Authenticate: authenticateClientCert,
