@@ -1,0 +1,144 @@
+package etcd3
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/skiff-sh/skiff/internal/storage"
+)
+
+// benchParallelism gives b.RunParallel enough concurrent writers for
+// etcd to batch commits, as many API clients would.
+const benchParallelism = 32
+
+// benchPod is a pod of realistic size.
+func benchPod(name string) *corev1.Pod {
+	p := newPod("bench", name, withNode("node-1"))
+	p.Labels["pod-template-hash"] = "5d9f8c7b6"
+	p.Annotations = map[string]string{"kubernetes.io/created-by": "benchmark"}
+	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
+	p.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	p.Spec.DNSPolicy = corev1.DNSClusterFirst
+	p.Spec.SchedulerName = "default-scheduler"
+	return p
+}
+
+func reportRate(b *testing.B, start time.Time, unit string) {
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), unit)
+}
+
+// BenchmarkCreate creates pods through the Store (encode + one etcd
+// transaction) with many concurrent writers, with the watch cache running.
+func BenchmarkCreate(b *testing.B) {
+	s := newTestStore(b, ownClient(b, false))
+	ctx := context.Background()
+	var seq atomic.Int64
+	b.SetParallelism(benchParallelism)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			name := fmt.Sprintf("p-%d", seq.Add(1))
+			if _, err := s.Create(ctx, s.key("bench", name), benchPod(name), 0); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportRate(b, start, "creates/s")
+}
+
+// BenchmarkCreateWatched is BenchmarkCreate with 100 watchers filtering
+// by node (as kubelets do) and one informer-like watcher of everything.
+func BenchmarkCreateWatched(b *testing.B) {
+	s := newTestStore(b, ownClient(b, false))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	drain := func(w watch.Interface) {
+		go func() {
+			for range w.ResultChan() {
+			}
+		}()
+	}
+	for i := 0; i < 100; i++ {
+		node := fmt.Sprintf("node-%d", i)
+		w, err := s.Watch(ctx, s.prefix, storage.WatchOptions{Filter: func(obj runtime.Object) bool {
+			return obj.(*corev1.Pod).Spec.NodeName == node
+		}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		drain(w)
+	}
+	all, err := s.Watch(ctx, s.prefix, storage.WatchOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	drain(all)
+	var seq atomic.Int64
+	b.SetParallelism(benchParallelism)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			name := fmt.Sprintf("p-%d", seq.Add(1))
+			if _, err := s.Create(ctx, s.key("bench", name), benchPod(name), 0); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportRate(b, start, "creates/s")
+}
+
+// BenchmarkRawPut writes the same encoded bytes with plain etcd puts and
+// nothing else running (no Store, no watch cache): the ceiling
+// BenchmarkCreate is compared against.
+func BenchmarkRawPut(b *testing.B) {
+	client := ownClient(b, false)
+	data, err := runtime.Encode(podCodec(b), benchPod("p"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var seq atomic.Int64
+	b.SetParallelism(benchParallelism)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := client.Put(ctx, fmt.Sprintf("/registry/pods/bench/p-%d", seq.Add(1)), string(data)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportRate(b, start, "puts/s")
+}
+
+// BenchmarkEncodeDecode measures the codec work per object.
+func BenchmarkEncodeDecode(b *testing.B) {
+	s := newTestStore(b, sharedClient(b))
+	p := benchPod("p")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		data, err := s.encode(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.decode([]byte(data), 7); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
