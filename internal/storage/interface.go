@@ -72,10 +72,14 @@ type UpdateFunc func(current runtime.Object) (runtime.Object, error)
 // Store is one resource's storage. It returns API errors
 // (k8s.io/apimachinery/pkg/api/errors) that name the resource and object:
 // NotFound, AlreadyExists, Conflict, Expired (410) and InternalError.
-// Objects returned are owned by the caller.
+// Keys are full etcd keys below the resource's prefix. Objects returned are
+// owned by the caller, except those in watch events: they are shared with
+// the watch cache and every other watcher, and must not be modified (not
+// even their TypeMeta); copy before changing one.
 type Store interface {
 	// Create stores obj at key, which must not exist, and returns it with
-	// resourceVersion set. ttlSeconds > 0 removes it after that long.
+	// resourceVersion set. ttlSeconds > 0 removes it after that long. The
+	// Store takes ownership of obj and may return obj itself.
 	Create(ctx context.Context, key string, obj runtime.Object, ttlSeconds int64) (runtime.Object, error)
 	// Get returns the object at key.
 	Get(ctx context.Context, key string) (runtime.Object, error)
@@ -89,7 +93,12 @@ type Store interface {
 	// Delete removes key if the preconditions hold and validate (may be nil)
 	// accepts the current object, and returns the last state.
 	Delete(ctx context.Context, key string, pre *Preconditions, validate func(current runtime.Object) error) (runtime.Object, error)
-	// Watch streams the changes under prefix (a key for a single object).
+	// Watch streams the changes under prefix, which ends in "/"; any
+	// other prefix is the key of a single object and matches only it.
+	// Failures found after the request was accepted (410 Expired, 504 Too
+	// large resource version) come as one ERROR event, as from
+	// kube-apiserver; slow consumers have their result channel closed and
+	// resume from the last resourceVersion they saw.
 	Watch(ctx context.Context, prefix string, opts WatchOptions) (watch.Interface, error)
 	// Count returns the number of objects under prefix.
 	Count(ctx context.Context, prefix string) (int64, error)
