@@ -156,6 +156,9 @@ func withRV(rv string) podOpt      { return func(p *corev1.Pod) { p.ResourceVers
 func withImage(image string) podOpt {
 	return func(p *corev1.Pod) { p.Spec.Containers[0].Image = image }
 }
+func withAnnotation(k, v string) podOpt {
+	return func(p *corev1.Pod) { p.Annotations = map[string]string{k: v} }
+}
 func setLabel(p *corev1.Pod, k, v string) {
 	if p.Labels == nil {
 		p.Labels = map[string]string{}

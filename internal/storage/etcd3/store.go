@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
@@ -492,13 +494,27 @@ func setResourceVersion(obj runtime.Object, rev int64) error {
 	return nil
 }
 
-// internal wraps an etcd failure as a 500 naming the operation and key.
+// internal turns an etcd failure into the Status kube-apiserver answers
+// with: a 500 carrying etcd's message (e.g. "etcdserver: request is too
+// large"), or a 504 when the request's deadline passed. The operation and
+// key are logged.
 func (s *Store) internal(op, key string, err error) error {
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
 		return err
 	}
-	return apierrors.NewInternalError(fmt.Errorf("%s %s: %w", op, key, err))
+	if errors.Is(err, context.DeadlineExceeded) {
+		return apierrors.NewTimeoutError("request did not complete within requested timeout - context deadline exceeded", 0)
+	}
+	if !errors.Is(err, context.Canceled) {
+		s.log.Warn("etcd request failed", "op", op, "key", key, "err", err)
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusInternalServerError,
+		Reason:  metav1.StatusReasonUnknown,
+		Message: err.Error(),
+	}}
 }
 
 // checkKey accepts an object key below the resource prefix.

@@ -33,6 +33,7 @@ func TestCreateGet(t *testing.T) {
 		{name: "other namespace, same name", pod: newPod("other", "web")},
 		{name: "already exists", pod: newPod("default", "existing"), wantCode: 409, wantMsg: `pods "existing" already exists`},
 		{name: "resourceVersion set", pod: newPod("default", "rv", withRV("12")), wantCode: 500, wantMsg: "resourceVersion should not be set on objects to be created"},
+		{name: "too large for etcd", pod: newPod("default", "big", withAnnotation("blob", strings.Repeat("x", 1600*1024))), wantCode: 500, wantMsg: "etcdserver: request is too large"},
 		{name: "key outside prefix", pod: newPod("default", "x"), key: "/registry/secrets/default/x", wantCode: 500, wantMsg: "not an object key"},
 	}
 	for _, tt := range tests {
