@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -301,14 +300,4 @@ func TestContinueToken(t *testing.T) {
 			}
 		})
 	}
-}
-
-// sortedNames is a helper for order-insensitive comparisons.
-func sortedNames(items []runtime.Object) []string {
-	out := make([]string, len(items))
-	for i, it := range items {
-		out[i] = it.(*corev1.Pod).Name
-	}
-	sort.Strings(out)
-	return out
 }

@@ -212,7 +212,9 @@ func (s *Store) initialState(ctx context.Context, key string) (st *objState, fre
 // etcd transaction; whenever that copy may have been stale (a failed
 // precondition, an error from tryUpdate, an unchanged result) the object
 // is read from etcd and the attempt repeated. tryUpdate receives an object
-// owned by this call (never a shared cached one). A failed UID
+// owned by this call (never a shared cached one); whether the result
+// changed is decided by comparing encodings, so a tryUpdate that modifies
+// and returns current is still written. A failed UID
 // precondition is a Conflict in Kubernetes' storage wording; a failed
 // ResourceVersion precondition is a Conflict with Kubernetes' optimistic
 // lock message. An update keeps the key's TTL lease.
@@ -270,16 +272,6 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *storage.P
 		}
 		if updated == nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("update %s: the update function returned no object", key))
-		}
-		if st.obj != nil && updated == st.obj {
-			// Unchanged by contract (tryUpdate must not modify current).
-			if !fresh {
-				if _, err := refresh(); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			return st.obj, nil
 		}
 		acc, err := meta.Accessor(updated)
 		if err != nil {

@@ -175,6 +175,15 @@ func TestGuaranteedUpdate(t *testing.T) {
 			wantImage: "registry.local/web:1",
 		},
 		{
+			name:     "current modified in place is written",
+			existing: newPod("ns", "i"),
+			update: func(cur runtime.Object) (runtime.Object, error) {
+				cur.(*corev1.Pod).Spec.Containers[0].Image = "v4"
+				return cur, nil
+			},
+			wantImage: "v4", wantWrite: true,
+		},
+		{
 			name:     "update function error",
 			existing: newPod("ns", "i"),
 			update:   func(runtime.Object) (runtime.Object, error) { return nil, errBoom },
@@ -188,7 +197,9 @@ func TestGuaranteedUpdate(t *testing.T) {
 			key := s.key("ns", name)
 			var created *corev1.Pod
 			if tt.existing != nil {
-				created = s.mustCreate(tt.existing)
+				p := tt.existing.DeepCopy()
+				p.Name = name // fixtures are named by their index
+				created = s.mustCreate(p)
 			}
 			var pre *storage.Preconditions
 			if tt.pre != nil {
