@@ -51,6 +51,9 @@ type ServerConfig struct {
 	// UnsafeNoFsync runs the embedded etcd without fsync: for throwaway
 	// test clusters only, a crash loses data.
 	UnsafeNoFsync bool
+	// CompactInterval is how often etcd history is compacted; 0 means 5
+	// minutes, as kube-apiserver.
+	CompactInterval time.Duration
 }
 
 // compactInterval is how often etcd history is compacted, as kube-apiserver.
@@ -171,7 +174,11 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return nil
 	})
 	g.Go(func() error {
-		etcd3.RunCompactor(gctx, client, compactInterval)
+		interval := cfg.CompactInterval
+		if interval == 0 {
+			interval = compactInterval
+		}
+		etcd3.RunCompactor(gctx, client, interval)
 		return nil
 	})
 	if embedded != nil {
@@ -200,7 +207,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			return err
 		}
 		slog.Info("skiff server is ready", "url", serverURL, "kubeconfig", kubeconfigPath)
-		fmt.Fprintf(os.Stderr, "\nskiff server is running at %s\n  kubeconfig: %s\n  try:        skiff kubectl get namespaces   (or: KUBECONFIG=%s kubectl get pods)\n\n", serverURL, kubeconfigPath, kubeconfigPath)
+		if cfg.OnReady == nil {
+			fmt.Fprintf(os.Stderr, "\nskiff server is running at %s\n  kubeconfig: %s\n  try:        skiff kubectl get namespaces   (or: KUBECONFIG=%s kubectl get pods)\n\n", serverURL, kubeconfigPath, kubeconfigPath)
+		}
 		if cfg.OnReady != nil {
 			cfg.OnReady(serverURL, kubeconfigPath)
 		}

@@ -20,6 +20,8 @@ import (
 type Options struct {
 	// Fsync keeps etcd's fsync on (durability tests); off by default for speed.
 	Fsync bool
+	// CompactInterval overrides the 5-minute etcd compaction period.
+	CompactInterval time.Duration
 }
 
 // Cluster is a running in-process control plane.
@@ -41,12 +43,13 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	done := make(chan error, 1)
 	go func() {
 		done <- app.RunServer(ctx, app.ServerConfig{
-			DataDir:       c.DataDir,
-			BindAddress:   "127.0.0.1",
-			SecurePort:    0,
-			DisableAgent:  true,
-			LogLevel:      "error",
-			UnsafeNoFsync: !opts.Fsync,
+			DataDir:         c.DataDir,
+			BindAddress:     "127.0.0.1",
+			SecurePort:      0,
+			DisableAgent:    true,
+			LogLevel:        "error",
+			UnsafeNoFsync:   !opts.Fsync,
+			CompactInterval: opts.CompactInterval,
 			OnReady: func(url, kubeconfig string) {
 				c.URL, c.Kubeconfig = url, kubeconfig
 				close(ready)
