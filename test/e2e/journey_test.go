@@ -90,6 +90,32 @@ func TestPodJourney(t *testing.T) {
 				}
 				checkRow(t, "get pods -o wide", rows[1], []string{"my-pod", "0/1", "Pending", "0", "AGE", "<none>", "<none>", "<none>", "<none>"})
 
+				// One pod by name: the same table.
+				stdout = k.ok("get", "pod", "my-pod")
+				rows = framework.ParseTable(stdout)
+				if len(rows) != 2 || !reflect.DeepEqual(rows[0], []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}) {
+					t.Errorf("get pod my-pod:\n%s\nwant header NAME READY STATUS RESTARTS AGE and one row", stdout)
+				} else {
+					checkRow(t, "get pod my-pod", rows[1], []string{"my-pod", "0/1", "Pending", "0", "AGE"})
+				}
+
+				// Label columns come from the object metadata in each row.
+				stdout = k.ok("get", "pods", "--show-labels")
+				rows = framework.ParseTable(stdout)
+				if len(rows) != 2 || !reflect.DeepEqual(rows[0], []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE", "LABELS"}) {
+					t.Errorf("get pods --show-labels:\n%s\nwant header NAME READY STATUS RESTARTS AGE LABELS and one row", stdout)
+				} else {
+					checkRow(t, "get pods --show-labels", rows[1], []string{"my-pod", "0/1", "Pending", "0", "AGE", "app=my-app,tier=demo"})
+				}
+				stdout = k.ok("get", "pods", "-L", "app,tier")
+				rows = framework.ParseTable(stdout)
+				if len(rows) != 2 || !reflect.DeepEqual(rows[0], []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE", "APP", "TIER"}) {
+					t.Errorf("get pods -L app,tier:\n%s\nwant header NAME READY STATUS RESTARTS AGE APP TIER and one row", stdout)
+				} else {
+					checkRow(t, "get pods -L app,tier", rows[1], []string{"my-pod", "0/1", "Pending", "0", "AGE", "my-app", "demo"})
+				}
+				k.expect("pod/my-pod", "get", "pods", "-l", "tier=demo", "-o", "name")
+
 				k.expect("pod/my-pod", "get", "pods", "-o", "name")
 				k.expect("pod/my-pod", "get", "pod", "my-pod", "-o", "name")
 
@@ -125,19 +151,26 @@ func TestPodJourney(t *testing.T) {
 
 			t.Run("watch", func(t *testing.T) {
 				k := newKubectl(t, s, version)
-				w := s.KubectlBackground(t, version, "get", "pods", "-w", "--show-labels")
-				header := w.WaitLine(t, time.Minute, "the table header", func(string) bool { return true })
-				if got, want := framework.ParseTable(header)[0], []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE", "LABELS"}; !reflect.DeepEqual(got, want) {
+				if _, err := cs.CoreV1().Pods("default").Get(ctx, "my-pod", metav1.GetOptions{}); err != nil {
+					t.Fatalf("nothing to watch: get my-pod: %v", err)
+				}
+				// --output-watch-events names each change, so the line the
+				// label causes is told apart from the initial listing.
+				w := s.KubectlBackground(t, version, "get", "pods", "-w", "--output-watch-events")
+				header := w.WaitLine(t, 30*time.Second, "the table header", func(string) bool { return true })
+				if got, want := framework.ParseTable(header)[0], []string{"EVENT", "NAME", "READY", "STATUS", "RESTARTS", "AGE"}; !reflect.DeepEqual(got, want) {
 					t.Errorf("watch header %q, want %q", got, want)
 				}
-				first := w.WaitLine(t, time.Minute, "the my-pod row", func(string) bool { return true })
-				checkRow(t, "get pods -w, first row", framework.ParseTable(first)[0], []string{"my-pod", "0/1", "Pending", "0", "AGE", "app=my-app,tier=demo"})
+				first := w.WaitLine(t, 30*time.Second, "the my-pod row", func(string) bool { return true })
+				checkRow(t, "get pods -w, first row", framework.ParseTable(first)[0], []string{"ADDED", "my-pod", "0/1", "Pending", "0", "AGE"})
 
 				k.expect("pod/my-pod labeled", "label", "pod", "my-pod", "watched=yes")
-				changed := w.WaitLine(t, time.Minute, "a my-pod row with the new label", func(line string) bool {
-					return strings.HasPrefix(line, "my-pod ") && strings.Contains(line, "watched=yes")
-				})
-				checkRow(t, "get pods -w, row after label", framework.ParseTable(changed)[0], []string{"my-pod", "0/1", "Pending", "0", "AGE", "app=my-app,tier=demo,watched=yes"})
+				changed := w.WaitLine(t, 30*time.Second, "a new my-pod row", func(string) bool { return true })
+				checkRow(t, "get pods -w, row after label", framework.ParseTable(changed)[0], []string{"MODIFIED", "my-pod", "0/1", "Pending", "0", "AGE"})
+				pod, err := cs.CoreV1().Pods("default").Get(ctx, "my-pod", metav1.GetOptions{})
+				if err != nil || pod.Labels["watched"] != "yes" {
+					t.Errorf("after kubectl label: labels %v, err %v; want watched=yes", podLabels(pod), err)
+				}
 				if exited, err := w.Exited(); exited {
 					t.Errorf("kubectl get -w exited by itself: %v; stderr %q", err, w.Stderr())
 				}
@@ -315,4 +348,11 @@ func firstLines(s string, n int) string {
 		lines = lines[:n]
 	}
 	return strings.Join(lines, "\n")
+}
+
+func podLabels(p *corev1.Pod) map[string]string {
+	if p == nil {
+		return nil
+	}
+	return p.Labels
 }

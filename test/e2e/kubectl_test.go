@@ -99,11 +99,22 @@ func testNamespaces(t *testing.T, k kubectl, cs kubernetes.Interface) {
 		return true, nil
 	})
 	stdout = k.ok("get", "namespace", ns)
-	rows = framework.ParseTable(stdout)
-	if len(rows) != 2 {
-		t.Fatalf("get namespace %s:\n%s", ns, stdout)
+	if rows = framework.ParseTable(stdout); len(rows) != 2 || !reflect.DeepEqual(rows[0], []string{"NAME", "STATUS", "AGE"}) {
+		t.Errorf("get namespace %s:\n%s\nwant header NAME STATUS AGE and one row", ns, stdout)
+	} else {
+		checkRow(t, "get namespace while content remains", rows[1], []string{ns, "Terminating", "AGE"})
 	}
-	checkRow(t, "get namespace while content remains", rows[1], []string{ns, "Terminating", "AGE"})
+	stdout = k.ok("get", "namespaces")
+	found := false
+	for _, row := range framework.ParseTable(stdout)[1:] {
+		if row[0] == ns {
+			found = true
+			checkRow(t, "get namespaces while e2e-ns has content", row, []string{ns, "Terminating", "AGE"})
+		}
+	}
+	if !found {
+		t.Errorf("get namespaces: no %s row while it has content:\n%s", ns, stdout)
+	}
 	k.expectError(`error: failed to create configmap: configmaps "cm2" is forbidden: unable to create new content in namespace e2e-ns because it is being terminated`,
 		"create", "configmap", "cm2", "--from-literal=k=v", "-n", ns)
 
@@ -164,6 +175,13 @@ func testMissingNamespace(t *testing.T, k kubectl) {
 	k.expectError(`error: failed to create configmap: namespaces "nope" not found`, "create", "configmap", "x", "--from-literal=a=b", "-n", "nope")
 	k.expectError(fmt.Sprintf(`Error from server (NotFound): error when creating %q: namespaces "nope" not found`, podFile), "apply", "-f", podFile, "-n", "nope")
 	k.expectError(`Error from server (NotFound): namespaces "nope" not found`, "get", "namespace", "nope")
+	// Reads do not check the namespace, as in Kubernetes: a get by name is
+	// the object's NotFound, a list is empty.
+	k.expectError(`Error from server (NotFound): pods "my-pod" not found`, "get", "pod", "my-pod", "-n", "nope")
+	stdout, stderr, err := k.run("get", "pods", "-n", "nope")
+	if err != nil || stdout != "" || stderr != "No resources found in nope namespace.\n" {
+		t.Errorf("get pods -n nope: err %v, stdout %q, stderr %q; want only %q on stderr", err, stdout, stderr, "No resources found in nope namespace.\n")
+	}
 }
 
 // testExplain: kubectl explain reads the field's schema from the server.

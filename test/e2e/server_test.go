@@ -67,8 +67,9 @@ func TestServer(t *testing.T) {
 			t.Fatalf("skiff kubectl get pods --no-headers:\n%s\nwant one row", stdout)
 		}
 		checkRow(t, "skiff kubectl get pods", rows[0], []string{"my-pod", "0/1", "Pending", "0", "AGE"})
+		// The embedded kubectl is v0.37, which names the namespace.
 		stdout, _, err = s.SkiffKubectl(t, "delete", "pod", "my-pod")
-		if err != nil || stdout != "pod \"my-pod\" deleted\n" {
+		if err != nil || stdout != "pod \"my-pod\" deleted from default namespace\n" {
 			t.Errorf("skiff kubectl delete pod my-pod: err %v, stdout %q", err, stdout)
 		}
 	})
