@@ -1,0 +1,183 @@
+package cri
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/skiff-sh/skiff/internal/kubelet/cri/pause"
+)
+
+// PauseImage is the reference of skiff's pause image: containerd's
+// sandbox_image, imported at every start of containerd. It is built
+// locally (see package pause) and never pulled; the kubelet's image garbage
+// collection must keep it.
+const PauseImage = "skiff.local/pause:3.9"
+
+// CRINamespace is the containerd namespace the CRI plugin uses.
+const CRINamespace = "k8s.io"
+
+// importTimeout bounds one ctr import.
+const importTimeout = 5 * time.Minute
+
+// importPause imports the pause image for this machine's architecture.
+func (c *Containerd) importPause(ctx context.Context) error {
+	img, err := pause.Image(runtime.GOARCH)
+	if err != nil {
+		return fmt.Errorf("containerd: pause image: %w", err)
+	}
+	var archive bytes.Buffer
+	if err := img.WriteArchive(&archive, PauseImage); err != nil {
+		return fmt.Errorf("containerd: pause image: %w", err)
+	}
+	if err := c.ctrImport(ctx, &archive); err != nil {
+		return fmt.Errorf("containerd: import pause image %s: %w", PauseImage, err)
+	}
+	return nil
+}
+
+// ImportArchive imports an image archive (OCI image layout or `docker
+// save` format, uncompressed) into the CRI namespace and unpacks it for the
+// CRI snapshotter. The names in the archive become the image names.
+func (c *Containerd) ImportArchive(ctx context.Context, r io.Reader) error {
+	return c.ctrImport(ctx, r)
+}
+
+func (c *Containerd) ctrImport(ctx context.Context, r io.Reader) error {
+	ctx, cancel := context.WithTimeout(ctx, importTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.cfg.Binaries.Ctr,
+		"--address", c.socket, "--namespace", CRINamespace,
+		"images", "import", "--snapshotter", c.snapshotter, "-")
+	cmd.Stdin = r
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// importRecord is what the import state remembers of one tarball.
+type importRecord struct {
+	Digest      string `json:"digest"`
+	Snapshotter string `json:"snapshotter"`
+}
+
+// importStateFile is where the digests of imported tarballs are kept, inside
+// containerd's directory so that it goes with containerd's content.
+func (c *Containerd) importStateFile() string { return filepath.Join(c.dir, "imported-images.json") }
+
+// imageArchiveExts are the tarball names the images directory is scanned for.
+var imageArchiveExts = []string{".tar", ".tar.gz", ".tgz"}
+
+// importImageDir imports each tarball of the images directory whose content
+// (sha256) or snapshotter changed since its last successful import. A
+// tarball that fails is logged and retried at the next start; it does not
+// stop the agent.
+func (c *Containerd) importImageDir(ctx context.Context) {
+	entries, err := os.ReadDir(c.cfg.ImagesDir)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			c.log.Warn("read images directory", "dir", c.cfg.ImagesDir, "err", err)
+		}
+		return
+	}
+	state := map[string]importRecord{}
+	if data, err := os.ReadFile(c.importStateFile()); err == nil {
+		_ = json.Unmarshal(data, &state)
+	}
+	changed := false
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !hasAnySuffix(name, imageArchiveExts) {
+			continue
+		}
+		path := filepath.Join(c.cfg.ImagesDir, name)
+		digest, err := fileDigest(path)
+		if err != nil {
+			c.log.Warn("read image tarball", "file", path, "err", err)
+			continue
+		}
+		rec := importRecord{Digest: digest, Snapshotter: c.snapshotter}
+		if state[name] == rec {
+			continue
+		}
+		start := time.Now()
+		if err := c.importFile(ctx, path); err != nil {
+			c.log.Error("import image tarball", "file", path, "err", err)
+			continue
+		}
+		c.log.Info("imported image tarball", "file", path, "digest", digest, "duration", time.Since(start).Round(time.Millisecond))
+		state[name] = rec
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	data, _ := json.MarshalIndent(state, "", "  ")
+	if err := os.WriteFile(c.importStateFile(), data, 0o644); err != nil {
+		c.log.Warn("record imported images", "err", err)
+	}
+}
+
+// importFile imports one tarball, decompressing gzip.
+func (c *Containerd) importFile(ctx context.Context, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") || strings.HasSuffix(path, ".tgz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return err
+		}
+		defer zr.Close()
+		r = zr
+	}
+	return c.ctrImport(ctx, r)
+}
+
+// ImportedImages returns the tarball names (relative to the images
+// directory) recorded as imported, sorted.
+func (c *Containerd) ImportedImages() []string {
+	state := map[string]importRecord{}
+	if data, err := os.ReadFile(c.importStateFile()); err == nil {
+		_ = json.Unmarshal(data, &state)
+	}
+	return sortedKeys(state)
+}
+
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func hasAnySuffix(s string, suffixes []string) bool {
+	for _, suf := range suffixes {
+		if strings.HasSuffix(s, suf) {
+			return true
+		}
+	}
+	return false
+}
