@@ -212,7 +212,10 @@ func (c *watchCache) stop() {
 	}
 }
 
-var errCacheStopped = apierrors.NewServiceUnavailable("storage is shutting down")
+// errCacheStopped answers requests that need the cache after Close.
+func errCacheStopped() error {
+	return apierrors.NewServiceUnavailable("storage is shutting down")
+}
 
 // waitReady waits for the initial list, bounded by readyTimeout.
 func (c *watchCache) waitReady(ctx context.Context) error {
@@ -227,7 +230,7 @@ func (c *watchCache) waitReady(ctx context.Context) error {
 	case <-c.readyCh:
 		return nil
 	case <-c.ctx.Done():
-		return errCacheStopped
+		return errCacheStopped()
 	case <-ctx.Done():
 		return apierrors.NewTimeoutError(fmt.Sprintf("waiting for the %s cache: %v", c.s.gr, ctx.Err()), 1)
 	case <-t.C():
@@ -513,7 +516,7 @@ func (c *watchCache) snapshot() (*btree.BTreeG[*entry], int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return nil, 0, errCacheStopped
+		return nil, 0, errCacheStopped()
 	}
 	return c.tree.Clone(), c.rev, nil
 }
@@ -573,7 +576,7 @@ func (c *watchCache) waitFresh(ctx context.Context, rev int64) error {
 		cur, ch, stopped := c.rev, c.revCh, c.stopped
 		c.mu.Unlock()
 		if stopped {
-			return errCacheStopped
+			return errCacheStopped()
 		}
 		if cur >= rev {
 			return nil
@@ -591,7 +594,7 @@ func (c *watchCache) waitFresh(ctx context.Context, rev int64) error {
 			return apierrors.NewTimeoutError(fmt.Sprintf("waiting for resource version %d: %v", rev, ctx.Err()), 1)
 		case <-c.ctx.Done():
 			poll.Stop()
-			return errCacheStopped
+			return errCacheStopped()
 		}
 		poll.Stop()
 	}

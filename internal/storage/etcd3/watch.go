@@ -124,7 +124,7 @@ func (c *watchCache) register(w *cacheWatcher, rv int64, sendInitial bool) (init
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return initialEvents{}, errCacheStopped
+		return initialEvents{}, errCacheStopped()
 	}
 	w.startRev = c.rev
 	init := initialEvents{endBookmark: sendInitial}
