@@ -13,10 +13,10 @@ import (
 )
 
 // createEvent records a core/v1 Event about pod through client-go, as a
-// component would, reported by "e2e-test".
-func createEvent(t *testing.T, cs kubernetes.Interface, pod *corev1.Pod, name, reason, message string) *corev1.Event {
+// component would, reported by "e2e-test", seen first and last at at.
+func createEvent(t *testing.T, cs kubernetes.Interface, pod *corev1.Pod, name, reason, message string, at time.Time) *corev1.Event {
 	t.Helper()
-	now := metav1.NewTime(time.Now())
+	now := metav1.NewTime(at)
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pod.Namespace},
 		InvolvedObject: corev1.ObjectReference{
