@@ -87,10 +87,15 @@ func StartServer(t testing.TB, opts Options) *Server {
 		s.mu.Lock()
 		p := s.proc
 		s.mu.Unlock()
-		if p != nil {
-			if err := p.Stop(StopTimeout); err != nil {
-				t.Logf("cleanup: stop skiff server: %v", err)
-			}
+		if p == nil {
+			return
+		}
+		if exited, _ := p.Exited(); exited {
+			return // the test stopped or killed it and saw how it ended
+		}
+		// SIGTERM must stop the server cleanly: exit status 0, in time.
+		if err := p.Stop(StopTimeout); err != nil {
+			t.Errorf("stop skiff server at the end of the test (SIGTERM): %v", err)
 		}
 	})
 	// Another process may take the port between FreePort and the server's
