@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -184,4 +185,36 @@ func BenchmarkDispatch(b *testing.B) {
 		ev := &cacheEvent{typ: watch.Modified, key: "/registry/pods/bench/p", obj: cur, prev: prev, rev: int64(i + 1)}
 		c.dispatch([]*cacheEvent{ev}, budget)
 	}
+}
+
+// BenchmarkRawCreateTxn writes the same encoded bytes with the create
+// transaction (put if absent) and nothing else running: the etcd cost of
+// Create without skiff's encoding and watch cache.
+func BenchmarkRawCreateTxn(b *testing.B) {
+	client := ownClient(b, false)
+	data, err := runtime.Encode(podCodec(b), benchPod("p"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var seq atomic.Int64
+	b.SetParallelism(benchParallelism)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			key := fmt.Sprintf("/registry/pods/bench/p-%d", seq.Add(1))
+			_, err := client.Txn(ctx).If(
+				clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+			).Then(
+				clientv3.OpPut(key, string(data)),
+			).Commit()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportRate(b, start, "txns/s")
 }
