@@ -118,12 +118,11 @@ func (c CNIConfig) Marshal(defaultIPAMDir string) ([]byte, error) {
 		}
 	}
 	bridge := map[string]any{
-		"type":             "bridge",
-		"bridge":           c.Bridge,
-		"isGateway":        true,
-		"isDefaultGateway": true,
-		"ipMasq":           true,
-		"hairpinMode":      true,
+		"type":        "bridge",
+		"bridge":      c.Bridge,
+		"isGateway":   true,
+		"ipMasq":      true,
+		"hairpinMode": true,
 		"ipam": map[string]any{
 			"type":    "host-local",
 			"ranges":  ranges,

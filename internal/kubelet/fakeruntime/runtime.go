@@ -607,3 +607,14 @@ func (r *Runtime) SandboxIP(id string) net.IP {
 	}
 	return nil
 }
+
+// ContainerConfig returns the config a container was created with, for
+// tests; nil when there is no such container.
+func (r *Runtime) ContainerConfig(id string) *runtimeapi.ContainerConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.containers[id]; ok {
+		return proto.Clone(c.config).(*runtimeapi.ContainerConfig)
+	}
+	return nil
+}

@@ -153,8 +153,8 @@ func TestGenerate(t *testing.T) {
 		},
 		{
 			name: "deadline exceeded: Failed with the reason", pod: newPod(corev1.RestartPolicyAlways, nil, "a"),
-			rt:        plan.Runtime{Sandboxes: []plan.Sandbox{sandbox}, Containers: []plan.Container{c("c1", "a", plan.Exited, 0, 137)}},
-			terminal:  true, reason: "DeadlineExceeded",
+			rt:       plan.Runtime{Sandboxes: []plan.Sandbox{sandbox}, Containers: []plan.Container{c("c1", "a", plan.Exited, 0, 137)}},
+			terminal: true, reason: "DeadlineExceeded",
 			wantPhase: corev1.PodFailed, wantReady: corev1.ConditionFalse, wantInit: corev1.ConditionTrue,
 			wantState: "terminated/Error",
 		},

@@ -41,7 +41,8 @@ var (
 // Busybox returns the busybox image: one gzip layer with /bin/busybox,
 // every applet it lists linked to it (/bin/sh, /bin/sleep, /usr/bin/wget,
 // …), /etc/passwd and /etc/group with root and nobody, /tmp and /root; the
-// default command is sh. It is built once per process; the result is
+// default command is sh. (Debian's busybox 1.35 `wget -T` crashes with
+// SIGSEGV; bound wget with the exec timeout instead.) It is built once per process; the result is
 // shared and must not be modified. It fails when busybox-static is not
 // installed.
 func Busybox() (*ociimage.Image, error) {

@@ -1,0 +1,285 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+)
+
+const leaseNamespace = "kube-node-lease"
+
+// registerNode creates the Node, or reconciles the labels of an existing
+// one. Taints are only set at creation, as the kubelet does.
+func (k *Kubelet) registerNode(ctx context.Context) error {
+	for {
+		err := k.tryRegister(ctx)
+		if err == nil {
+			return nil
+		}
+		slog.Warn("register node", "node", k.cfg.NodeName, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-k.clock.After(time.Second):
+		}
+	}
+}
+
+func (k *Kubelet) nodeLabels() map[string]string {
+	l := map[string]string{
+		corev1.LabelHostname: k.cfg.NodeName, corev1.LabelOSStable: runtime.GOOS, corev1.LabelArchStable: runtime.GOARCH,
+		"beta.kubernetes.io/os": runtime.GOOS, "beta.kubernetes.io/arch": runtime.GOARCH,
+	}
+	for key, v := range k.cfg.NodeLabels {
+		l[key] = v
+	}
+	return l
+}
+
+func (k *Kubelet) tryRegister(ctx context.Context) error {
+	nodes := k.client.CoreV1().Nodes()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, Labels: k.nodeLabels(),
+		Annotations: map[string]string{"volumes.kubernetes.io/controller-managed-attach-detach": "true"}}}
+	node.Spec.Taints = append(node.Spec.Taints, k.cfg.RegisterWithTaints...)
+	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		node = created
+		slog.Info("node registered", "node", k.cfg.NodeName)
+	case apierrors.IsAlreadyExists(err):
+		node, err = nodes.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		changed := false
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		for key, v := range k.nodeLabels() {
+			if node.Labels[key] != v {
+				node.Labels[key], changed = v, true
+			}
+		}
+		if changed {
+			if node, err = nodes.Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+	default:
+		return err
+	}
+	k.setPodCIDR(node.Spec.PodCIDR)
+	_, err = k.updateNodeStatus(ctx, node, true)
+	return err
+}
+
+// setPodCIDR records the pod CIDR in use (spec.podCIDR, else the
+// configured default) and tells OnPodCIDR when it changes.
+func (k *Kubelet) setPodCIDR(assigned string) {
+	cidr := assigned
+	if cidr == "" {
+		cidr = k.cfg.PodCIDR
+	}
+	k.mu.Lock()
+	changed := cidr != k.podCIDR
+	k.podCIDR = cidr
+	k.mu.Unlock()
+	if changed && cidr != "" && k.cfg.OnPodCIDR != nil {
+		k.cfg.OnPodCIDR(cidr)
+	}
+}
+
+// runtimeState checks the CRI's RuntimeReady and NetworkReady conditions;
+// nil means the node can run pods.
+func (k *Kubelet) runtimeState(ctx context.Context) error {
+	resp, err := k.runtime.Status(ctx, false)
+	if err != nil {
+		return fmt.Errorf("container runtime is down: %v", err)
+	}
+	for _, c := range resp.GetStatus().GetConditions() {
+		if c.Status {
+			continue
+		}
+		switch c.Type {
+		case runtimeapi.RuntimeReady:
+			return fmt.Errorf("container runtime status check may not have completed yet: RuntimeReady=false reason:%s message:%s", c.Reason, c.Message)
+		case runtimeapi.NetworkReady:
+			return fmt.Errorf("container runtime network not ready: NetworkReady=false reason:%s message:%s", c.Reason, c.Message)
+		}
+	}
+	return nil
+}
+
+// desiredNodeStatus computes the node's status from the machine and the
+// runtime, keeping transition times of unchanged conditions.
+func (k *Kubelet) desiredNodeStatus(ctx context.Context, old corev1.NodeStatus) corev1.NodeStatus {
+	m := k.machine()
+	now := metav1.NewTime(k.clock.Now())
+	hostname, _ := os.Hostname()
+	st := corev1.NodeStatus{
+		Capacity:    m.Capacity(),
+		Allocatable: m.Allocatable(),
+		Phase:       old.Phase,
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: k.hostIPs[0]},
+			{Type: corev1.NodeHostName, Address: hostname}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
+		NodeInfo: corev1.NodeSystemInfo{
+			MachineID: m.MachineID, SystemUUID: m.SystemUUID, BootID: m.BootID, KernelVersion: m.Kernel, OSImage: m.OSImage,
+			ContainerRuntimeVersion: k.runtimeName + "://" + k.runtimeVersion, KubeletVersion: k.cfg.Version,
+			OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
+		},
+		Images:          old.Images,
+		VolumesInUse:    old.VolumesInUse,
+		VolumesAttached: old.VolumesAttached,
+	}
+	rtErr := k.runtimeState(ctx)
+	k.mu.Lock()
+	k.runtimeReady = rtErr
+	k.mu.Unlock()
+	memAvail := meminfo("MemAvailable")
+	cond := func(t corev1.NodeConditionType, ok bool, trueReason, trueMsg, falseReason, falseMsg string) corev1.NodeCondition {
+		c := corev1.NodeCondition{Type: t, Status: corev1.ConditionFalse, Reason: falseReason, Message: falseMsg, LastHeartbeatTime: now, LastTransitionTime: now}
+		if ok {
+			c.Status, c.Reason, c.Message = corev1.ConditionTrue, trueReason, trueMsg
+		}
+		for _, o := range old.Conditions {
+			if o.Type == t && o.Status == c.Status {
+				c.LastTransitionTime = o.LastTransitionTime
+			}
+		}
+		return c
+	}
+	storageFree := int64(0)
+	if m.StorageBytes > 0 {
+		storageFree = freeBytes(k.cfg.DataDir)
+	}
+	notReadyMsg := ""
+	if rtErr != nil {
+		notReadyMsg = rtErr.Error()
+	}
+	st.Conditions = []corev1.NodeCondition{
+		cond(corev1.NodeMemoryPressure, memAvail > 0 && memAvail < 100<<20, "KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
+			"KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+		cond(corev1.NodeDiskPressure, m.StorageBytes > 0 && storageFree < m.StorageBytes/10, "KubeletHasDiskPressure", "kubelet has disk pressure",
+			"KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+		cond(corev1.NodePIDPressure, false, "KubeletHasInsufficientPID", "kubelet has insufficient PID available",
+			"KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+		cond(corev1.NodeReady, rtErr == nil, "KubeletReady", "kubelet is posting ready status", "KubeletNotReady", notReadyMsg),
+	}
+	return st
+}
+
+// updateNodeStatus posts the node's status when it changed (ignoring
+// heartbeat times) or when force is set.
+func (k *Kubelet) updateNodeStatus(ctx context.Context, node *corev1.Node, force bool) (bool, error) {
+	st := k.desiredNodeStatus(ctx, node.Status)
+	if !force && statusSameIgnoringHeartbeat(node.Status, st) {
+		return false, nil
+	}
+	node = node.DeepCopy()
+	node.Status = st
+	_, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	return true, err
+}
+
+func statusSameIgnoringHeartbeat(a, b corev1.NodeStatus) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	for i := range a.Conditions {
+		a.Conditions[i].LastHeartbeatTime = metav1.Time{}
+	}
+	for i := range b.Conditions {
+		b.Conditions[i].LastHeartbeatTime = metav1.Time{}
+	}
+	return apiequality.Semantic.DeepEqual(a, b)
+}
+
+// nodeStatusLoop computes the node status every NodeStatusUpdateFrequency
+// and posts it on change, or at least every NodeStatusReportFrequency.
+func (k *Kubelet) nodeStatusLoop(ctx context.Context) {
+	ticker := k.clock.NewTicker(k.cfg.NodeStatusUpdateFrequency)
+	defer ticker.Stop()
+	lastReport := k.clock.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+		node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			if err := k.tryRegister(ctx); err != nil {
+				slog.Warn("re-register node", "err", err)
+			}
+			continue
+		}
+		if err != nil {
+			slog.Warn("get node", "err", err)
+			continue
+		}
+		k.setPodCIDR(node.Spec.PodCIDR)
+		force := k.clock.Since(lastReport) >= k.cfg.NodeStatusReportFrequency
+		posted, err := k.updateNodeStatus(ctx, node, force)
+		if err != nil {
+			if ctx.Err() == nil {
+				slog.Warn("update node status", "err", err)
+			}
+			continue
+		}
+		if posted {
+			lastReport = k.clock.Now()
+		}
+	}
+}
+
+// leaseLoop creates and renews the node's Lease in kube-node-lease.
+func (k *Kubelet) leaseLoop(ctx context.Context) {
+	ticker := k.clock.NewTicker(k.cfg.LeaseRenewInterval)
+	defer ticker.Stop()
+	for {
+		if err := k.renewLease(ctx); err != nil && ctx.Err() == nil {
+			slog.Warn("renew node lease", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+func (k *Kubelet) renewLease(ctx context.Context) error {
+	leases := k.client.CoordinationV1().Leases(leaseNamespace)
+	now := metav1.NewMicroTime(k.clock.Now())
+	lease, err := leases.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, Namespace: leaseNamespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(k.cfg.NodeName),
+				LeaseDurationSeconds: ptr.To(k.cfg.LeaseDurationSeconds), RenewTime: &now},
+		}
+		if node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{}); err == nil {
+			lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+		}
+		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	lease.Spec.RenewTime = &now
+	lease.Spec.HolderIdentity = ptr.To(k.cfg.NodeName)
+	lease.Spec.LeaseDurationSeconds = ptr.To(k.cfg.LeaseDurationSeconds)
+	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	return err
+}

@@ -1,0 +1,156 @@
+package kubelet
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+// statusManager patches pod statuses through pods/status, only when they
+// change, and remembers the last one it sent so that a sync always starts
+// from the newest status even before the informer has seen it.
+type statusManager struct {
+	k *Kubelet
+
+	mu        sync.Mutex
+	generated map[types.UID]corev1.PodStatus // last generated and sent
+	server    map[types.UID]corev1.PodStatus // as the server returned it
+}
+
+func newStatusManager(k *Kubelet) *statusManager {
+	return &statusManager{k: k, generated: map[types.UID]corev1.PodStatus{}, server: map[types.UID]corev1.PodStatus{}}
+}
+
+// withLatest returns a copy of pod carrying the newest status known:
+// the informer's, or the one last patched when the informer lags.
+func (m *statusManager) withLatest(pod *corev1.Pod) *corev1.Pod {
+	pod = pod.DeepCopy()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	last, ok := m.server[pod.UID]
+	if !ok {
+		return pod
+	}
+	if pod.Status.StartTime == nil {
+		pod.Status.StartTime = last.StartTime
+	}
+	if last.Phase == corev1.PodSucceeded || last.Phase == corev1.PodFailed {
+		pod.Status.Phase = last.Phase
+	}
+	for _, lc := range last.Conditions {
+		found := false
+		for i, c := range pod.Status.Conditions {
+			if c.Type == lc.Type {
+				found = true
+				if isKubeletCondition(c.Type) {
+					pod.Status.Conditions[i] = lc
+				}
+			}
+		}
+		if !found && isKubeletCondition(lc.Type) {
+			pod.Status.Conditions = append(pod.Status.Conditions, lc)
+		}
+	}
+	if len(pod.Status.ContainerStatuses) == 0 {
+		pod.Status.ContainerStatuses = last.ContainerStatuses
+		pod.Status.InitContainerStatuses = last.InitContainerStatuses
+	}
+	return pod
+}
+
+func isKubeletCondition(t corev1.PodConditionType) bool {
+	switch t {
+	case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady:
+		return true
+	}
+	return false
+}
+
+// set patches the pod's status when it differs from the last one sent.
+func (m *statusManager) set(ctx context.Context, pod *corev1.Pod, st corev1.PodStatus) {
+	m.mu.Lock()
+	prev, sent := m.generated[pod.UID]
+	base, hasBase := m.server[pod.UID]
+	m.mu.Unlock()
+	if sent && apiequality.Semantic.DeepEqual(prev, st) {
+		return
+	}
+	if !hasBase {
+		base = pod.Status
+	}
+	if !sent && apiequality.Semantic.DeepEqual(normalize(pod.Status), normalize(st)) {
+		m.mu.Lock()
+		m.generated[pod.UID], m.server[pod.UID] = st, pod.Status
+		m.mu.Unlock()
+		return
+	}
+	oldJSON, err := json.Marshal(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: pod.UID}, Status: base})
+	if err != nil {
+		return
+	}
+	newJSON, err := json.Marshal(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: pod.UID}, Status: st})
+	if err != nil {
+		return
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, corev1.Pod{})
+	if err != nil {
+		slog.Warn("pod status patch", "pod", klogRef(pod), "err", err)
+		return
+	}
+	patch = withUID(patch, pod.UID)
+	updated, err := m.k.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			slog.Warn("patch pod status", "pod", klogRef(pod), "err", err)
+		}
+		return
+	}
+	slog.Debug("pod status patched", "pod", klogRef(pod), "phase", st.Phase)
+	m.mu.Lock()
+	m.generated[pod.UID], m.server[pod.UID] = st, updated.Status
+	m.mu.Unlock()
+}
+
+// withUID adds metadata.uid to a patch: the server rejects it when the
+// pod was replaced by another of the same name.
+func withUID(patch []byte, uid types.UID) []byte {
+	var m map[string]any
+	if json.Unmarshal(patch, &m) != nil {
+		return patch
+	}
+	md, _ := m["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+	}
+	md["uid"] = string(uid)
+	m["metadata"] = md
+	b, err := json.Marshal(m)
+	if err != nil {
+		return patch
+	}
+	return b
+}
+
+// normalize rounds times to seconds as they are after a round trip
+// through the API.
+func normalize(st corev1.PodStatus) corev1.PodStatus {
+	b, _ := json.Marshal(st)
+	var out corev1.PodStatus
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+func (m *statusManager) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.generated, uid)
+	delete(m.server, uid)
+}

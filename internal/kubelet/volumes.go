@@ -1,0 +1,412 @@
+package kubelet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// volumesDir holds a pod's volumes, one directory per plugin as the
+// kubelet lays them out.
+func (k *Kubelet) volumesDir(uid types.UID) string { return filepath.Join(k.podDir(uid), "volumes") }
+
+func pluginDir(v *corev1.Volume) string {
+	switch {
+	case v.EmptyDir != nil:
+		return "kubernetes.io~empty-dir"
+	case v.ConfigMap != nil:
+		return "kubernetes.io~configmap"
+	case v.Secret != nil:
+		return "kubernetes.io~secret"
+	case v.DownwardAPI != nil:
+		return "kubernetes.io~downward-api"
+	case v.Projected != nil:
+		return "kubernetes.io~projected"
+	}
+	return ""
+}
+
+// volumePath is where a pod's volume is on the node.
+func (k *Kubelet) volumePath(pod *corev1.Pod, name string) (string, bool) {
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.Name != name {
+			continue
+		}
+		if v.HostPath != nil {
+			return v.HostPath.Path, true
+		}
+		if p := pluginDir(v); p != "" {
+			return filepath.Join(k.volumesDir(pod.UID), p, v.Name), true
+		}
+	}
+	return "", false
+}
+
+// mountVolumes sets up every volume of the pod (and refreshes configMap,
+// secret, downwardAPI and projected contents). Failures are FailedMount
+// events; the first error is returned.
+func (k *Kubelet) mountVolumes(ctx context.Context, pod *corev1.Pod) error {
+	var first error
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if err := k.mountVolume(ctx, pod, v); err != nil {
+			k.event(pod, "", corev1.EventTypeWarning, "FailedMount", fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err))
+			if first == nil {
+				first = fmt.Errorf("volume %q: %w", v.Name, err)
+			}
+		}
+	}
+	return first
+}
+
+func (k *Kubelet) mountVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) error {
+	dir, _ := k.volumePath(pod, v.Name)
+	switch {
+	case v.HostPath != nil:
+		return setupHostPath(v.HostPath)
+	case v.EmptyDir != nil:
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return err
+		}
+		_ = os.Chmod(dir, 0o777)
+		if v.EmptyDir.Medium == corev1.StorageMediumMemory && !isMountPoint(dir) {
+			opts := ""
+			if v.EmptyDir.SizeLimit != nil && !v.EmptyDir.SizeLimit.IsZero() {
+				opts = fmt.Sprintf("size=%d", v.EmptyDir.SizeLimit.Value())
+			}
+			if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+				slog.Warn("emptyDir medium Memory: tmpfs mount failed, using a directory", "pod", klogRef(pod), "volume", v.Name, "err", err)
+			}
+		}
+		return nil
+	case v.ConfigMap != nil:
+		files, err := k.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
+		if err != nil {
+			return err
+		}
+		return writeAtomic(dir, files)
+	case v.Secret != nil:
+		files, err := k.secretFiles(ctx, pod, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
+		if err != nil {
+			return err
+		}
+		return writeAtomic(dir, files)
+	case v.DownwardAPI != nil:
+		files, err := k.downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
+		if err != nil {
+			return err
+		}
+		return writeAtomic(dir, files)
+	case v.Projected != nil:
+		files := map[string]file{}
+		for _, src := range v.Projected.Sources {
+			var part map[string]file
+			var err error
+			switch {
+			case src.ConfigMap != nil:
+				part, err = k.configMapFiles(ctx, pod, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, v.Projected.DefaultMode)
+			case src.Secret != nil:
+				part, err = k.secretFiles(ctx, pod, src.Secret.Name, src.Secret.Items, src.Secret.Optional, v.Projected.DefaultMode)
+			case src.DownwardAPI != nil:
+				part, err = k.downwardFiles(pod, src.DownwardAPI.Items, v.Projected.DefaultMode)
+			case src.ServiceAccountToken != nil:
+				part, err = k.tokenFile(ctx, pod, src.ServiceAccountToken, v.Projected.DefaultMode)
+			}
+			if err != nil {
+				return err
+			}
+			for p, f := range part {
+				files[p] = f
+			}
+		}
+		return writeAtomic(dir, files)
+	}
+	return errors.New("volume type not supported by this node")
+}
+
+func setupHostPath(hp *corev1.HostPathVolumeSource) error {
+	t := corev1.HostPathUnset
+	if hp.Type != nil {
+		t = *hp.Type
+	}
+	fi, err := os.Stat(hp.Path)
+	switch t {
+	case corev1.HostPathUnset:
+		return nil
+	case corev1.HostPathDirectoryOrCreate:
+		if os.IsNotExist(err) {
+			return os.MkdirAll(hp.Path, 0o755)
+		}
+		if err == nil && !fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a directory", hp.Path)
+		}
+	case corev1.HostPathFileOrCreate:
+		if os.IsNotExist(err) {
+			if err := os.MkdirAll(filepath.Dir(hp.Path), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(hp.Path, os.O_CREATE, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+		if err == nil && fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a file", hp.Path)
+		}
+	case corev1.HostPathDirectory:
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("hostPath type check failed: %s is not a directory", hp.Path)
+		}
+	case corev1.HostPathFile:
+		if err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("hostPath type check failed: %s is not a file", hp.Path)
+		}
+	case corev1.HostPathSocket:
+		if err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("hostPath type check failed: %s is not a socket file", hp.Path)
+		}
+	case corev1.HostPathCharDev:
+		if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+			return fmt.Errorf("hostPath type check failed: %s is not a character device", hp.Path)
+		}
+	case corev1.HostPathBlockDev:
+		if err != nil || fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
+			return fmt.Errorf("hostPath type check failed: %s is not a block device", hp.Path)
+		}
+	}
+	return nil
+}
+
+// file is one file of a volume's payload.
+type file struct {
+	data []byte
+	mode os.FileMode
+}
+
+func fileMode(item, def *int32) os.FileMode {
+	switch {
+	case item != nil:
+		return os.FileMode(*item)
+	case def != nil:
+		return os.FileMode(*def)
+	}
+	return 0o644
+}
+
+func (k *Kubelet) configMapFiles(ctx context.Context, pod *corev1.Pod, name string, items []corev1.KeyToPath, optional *bool, defMode *int32) (map[string]file, error) {
+	cm, err := k.client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if optional != nil && *optional {
+			return map[string]file{}, nil
+		}
+		return nil, fmt.Errorf("configmap %q not found", name)
+	}
+	data := map[string][]byte{}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	return project(data, items, optional, defMode, "configmap", name)
+}
+
+func (k *Kubelet) secretFiles(ctx context.Context, pod *corev1.Pod, name string, items []corev1.KeyToPath, optional *bool, defMode *int32) (map[string]file, error) {
+	s, err := k.client.CoreV1().Secrets(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if optional != nil && *optional {
+			return map[string]file{}, nil
+		}
+		return nil, fmt.Errorf("secret %q not found", name)
+	}
+	return project(s.Data, items, optional, defMode, "secret", name)
+}
+
+func project(data map[string][]byte, items []corev1.KeyToPath, optional *bool, defMode *int32, kind, name string) (map[string]file, error) {
+	out := map[string]file{}
+	if len(items) == 0 {
+		for k, v := range data {
+			out[k] = file{data: v, mode: fileMode(nil, defMode)}
+		}
+		return out, nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			if optional != nil && *optional {
+				continue
+			}
+			return nil, fmt.Errorf("configuration of %s %q has no key %q", kind, name, it.Key)
+		}
+		out[it.Path] = file{data: v, mode: fileMode(it.Mode, defMode)}
+	}
+	return out, nil
+}
+
+func (k *Kubelet) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, defMode *int32) (map[string]file, error) {
+	out := map[string]file{}
+	podIP := pod.Status.PodIP
+	for _, it := range items {
+		var v string
+		var err error
+		switch {
+		case it.FieldRef != nil:
+			v, err = podField(pod, it.FieldRef.FieldPath, podIP, k.hostIPs)
+		case it.ResourceFieldRef != nil:
+			c, _ := findContainer(pod, it.ResourceFieldRef.ContainerName)
+			if c == nil {
+				return nil, fmt.Errorf("container %q not found", it.ResourceFieldRef.ContainerName)
+			}
+			v, err = k.resourceField(c, it.ResourceFieldRef)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[it.Path] = file{data: []byte(v), mode: fileMode(it.Mode, defMode)}
+	}
+	return out, nil
+}
+
+// tokenFile asks the API server for a service account token; a server
+// without TokenRequest leaves the file out.
+func (k *Kubelet) tokenFile(ctx context.Context, pod *corev1.Pod, src *corev1.ServiceAccountTokenProjection, defMode *int32) (map[string]file, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: src.ExpirationSeconds,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if src.Audience != "" {
+		req.Spec.Audiences = []string{src.Audience}
+	}
+	tr, err := k.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		slog.Debug("service account token not available", "pod", klogRef(pod), "err", err)
+		return map[string]file{}, nil
+	}
+	return map[string]file{src.Path: {data: []byte(tr.Status.Token), mode: fileMode(nil, defMode)}}, nil
+}
+
+// writeAtomic publishes a volume's payload the way the kubelet's atomic
+// writer does: files in a timestamped directory, a "..data" symlink
+// switched with a rename, and top-level entries linking through it, so a
+// reader never sees half an update. Unchanged payloads are not rewritten.
+func writeAtomic(dir string, files map[string]file) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	paths := sortedKeys(files)
+	h := sha256.New()
+	for _, p := range paths {
+		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", p, files[p].mode, len(files[p].data))
+		h.Write(files[p].data)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	dataLink := filepath.Join(dir, "..data")
+	if b, err := os.ReadFile(filepath.Join(dataLink, "..hash")); err == nil && string(b) == sum {
+		return nil
+	}
+	old, _ := os.Readlink(dataLink)
+	tsDir, err := os.MkdirTemp(dir, "..ts_")
+	if err != nil {
+		return err
+	}
+	_ = os.Chmod(tsDir, 0o755)
+	for _, p := range paths {
+		clean := filepath.Clean(p)
+		if filepath.IsAbs(clean) || strings.HasPrefix(clean, "..") {
+			return fmt.Errorf("invalid path %q", p)
+		}
+		full := filepath.Join(tsDir, clean)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, files[p].data, files[p].mode); err != nil {
+			return err
+		}
+		_ = os.Chmod(full, files[p].mode)
+	}
+	if err := os.WriteFile(filepath.Join(tsDir, "..hash"), []byte(sum), 0o644); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(tsDir), tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dataLink); err != nil {
+		return err
+	}
+	top := map[string]bool{}
+	for _, p := range paths {
+		first := strings.Split(filepath.Clean(p), string(filepath.Separator))[0]
+		top[first] = true
+		link := filepath.Join(dir, first)
+		if _, err := os.Lstat(link); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", first), link); err != nil {
+				return err
+			}
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "..") && !top[e.Name()] {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	if old != "" && old != filepath.Base(tsDir) {
+		_ = os.RemoveAll(filepath.Join(dir, old))
+	}
+	return nil
+}
+
+// unmountVolumes tears a pod's volumes down: tmpfs mounts are unmounted,
+// directories removed. hostPath volumes are left alone.
+func (k *Kubelet) unmountVolumes(uid types.UID) {
+	root := k.volumesDir(uid)
+	plugins, _ := os.ReadDir(root)
+	var mounts []string
+	for _, p := range plugins {
+		vols, _ := os.ReadDir(filepath.Join(root, p.Name()))
+		for _, v := range vols {
+			if path := filepath.Join(root, p.Name(), v.Name()); isMountPoint(path) {
+				mounts = append(mounts, path)
+			}
+		}
+	}
+	sort.Strings(mounts)
+	for _, m := range mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
+			slog.Warn("unmount volume", "path", m, "err", err)
+			return
+		}
+	}
+	_ = os.RemoveAll(root)
+}
+
+// isMountPoint reports whether path is on another device than its parent.
+func isMountPoint(path string) bool {
+	var st, parent syscall.Stat_t
+	if syscall.Lstat(path, &st) != nil || syscall.Lstat(filepath.Dir(path), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
+}

@@ -1,0 +1,117 @@
+package kubelet
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/skiff-sh/skiff/internal/kubelet/plan"
+	"github.com/skiff-sh/skiff/internal/kubelet/podstatus"
+)
+
+// podWorker serializes the syncs of one pod: one goroutine per pod, woken
+// by informer updates, runtime changes, probe results and its own timer.
+type podWorker struct {
+	uid  types.UID
+	wake chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
+	pod     *corev1.Pod
+	removed bool // gone from the API server
+
+	// Owned by the worker goroutine.
+	waiting         map[string]podstatus.Waiting
+	backOff         map[string]plan.BackOff
+	terminalReason  string
+	terminalMessage string
+	deleteSent      bool
+}
+
+func (w *podWorker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *podWorker) snapshot() (*corev1.Pod, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pod, w.removed
+}
+
+// dispatch hands the newest version of a pod (or its removal) to its
+// worker, starting one for a pod seen for the first time.
+func (k *Kubelet) dispatch(ctx context.Context, pod *corev1.Pod, removed bool) {
+	k.mu.Lock()
+	w := k.workers[pod.UID]
+	if w == nil {
+		if removed || ctx.Err() != nil {
+			k.mu.Unlock()
+			return
+		}
+		w = &podWorker{uid: pod.UID, wake: make(chan struct{}, 1), done: make(chan struct{}),
+			waiting: map[string]podstatus.Waiting{}, backOff: map[string]plan.BackOff{}}
+		k.workers[pod.UID] = w
+		go k.runWorker(ctx, w)
+	}
+	k.mu.Unlock()
+	w.mu.Lock()
+	w.pod = pod
+	w.removed = w.removed || removed
+	w.mu.Unlock()
+	w.poke()
+}
+
+// wakePod asks the worker of a pod to sync now; unknown pods are ignored.
+func (k *Kubelet) wakePod(uid types.UID) {
+	k.mu.Lock()
+	w := k.workers[uid]
+	k.mu.Unlock()
+	if w != nil {
+		w.poke()
+	}
+}
+
+func (k *Kubelet) knownPod(uid types.UID) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.workers[uid]
+	return ok
+}
+
+func (k *Kubelet) runWorker(ctx context.Context, w *podWorker) {
+	defer close(w.done)
+	timer := k.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-timer.C():
+		}
+		next, finished := k.syncPod(ctx, w)
+		if finished {
+			k.mu.Lock()
+			delete(k.workers, w.uid)
+			k.mu.Unlock()
+			k.probes.removePod(w.uid)
+			k.status.forget(w.uid)
+			slog.Debug("pod worker finished", "uid", w.uid)
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C():
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
