@@ -28,7 +28,7 @@ func TestKubectl(t *testing.T) {
 			cs := s.Clientset(t)
 			// First, while only the system namespaces exist.
 			t.Run("namespaces", func(t *testing.T) { testNamespaces(t, newKubectl(t, s, version), cs) })
-			t.Run("missing-namespace", func(t *testing.T) { testMissingNamespace(t, newKubectl(t, s, version)) })
+			t.Run("missing-namespace", func(t *testing.T) { testMissingNamespace(t, newKubectl(t, s, version), cs) })
 			t.Run("explain", func(t *testing.T) { testExplain(t, newKubectl(t, s, version)) })
 			t.Run("server-side-apply", func(t *testing.T) { testServerSideApply(t, newKubectl(t, s, version), cs) })
 			t.Run("invalid-manifests", func(t *testing.T) { testInvalidManifests(t, newKubectl(t, s, version), cs) })
@@ -127,8 +127,19 @@ func testNamespaces(t *testing.T, k kubectl, cs kubernetes.Interface) {
 		return isNotFound(err), err
 	})
 	k.expectError(`Error from server (NotFound): namespaces "e2e-ns" not found`, "get", "namespace", ns)
-	k.expectError(`Error from server (NotFound): configmaps "cm1" not found`, "get", "configmap", "cm1", "-n", ns)
-	k.expectError(`Error from server (NotFound): configmaps "held" not found`, "get", "configmap", "held", "-n", ns)
+	// The API answers "configmaps "cm1" not found"; kubectl then looks the
+	// namespace up and reports that instead.
+	k.expectError(`Error from server (NotFound): namespaces "e2e-ns" not found`, "get", "configmap", "cm1", "-n", ns)
+	for _, name := range []string{"cm1", "held"} {
+		_, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if want := `configmaps "` + name + `" not found`; !isNotFound(err) || err.Error() != want {
+			t.Errorf("get configmap %s/%s after the namespace went: %v, want NotFound %q", ns, name, err, want)
+		}
+	}
+	stdout, stderr, err := k.run("get", "configmaps", "-n", ns)
+	if err != nil || stdout != "" || stderr != "No resources found in e2e-ns namespace.\n" {
+		t.Errorf("get configmaps -n %s: err %v, stdout %q, stderr %q; want only %q on stderr", ns, err, stdout, stderr, "No resources found in e2e-ns namespace.\n")
+	}
 
 	// The watch saw Terminating, then the deletion.
 	sawTerminating := false
@@ -169,15 +180,20 @@ func cmSummary(cms []corev1.ConfigMap) string {
 }
 
 // testMissingNamespace: creating in a namespace that does not exist.
-func testMissingNamespace(t *testing.T, k kubectl) {
+func testMissingNamespace(t *testing.T, k kubectl, cs kubernetes.Interface) {
 	podFile := filepath.Join(t.TempDir(), "my-pod.yaml")
 	writeFile(t, podFile, myPod)
 	k.expectError(`error: failed to create configmap: namespaces "nope" not found`, "create", "configmap", "x", "--from-literal=a=b", "-n", "nope")
 	k.expectError(fmt.Sprintf(`Error from server (NotFound): error when creating %q: namespaces "nope" not found`, podFile), "apply", "-f", podFile, "-n", "nope")
 	k.expectError(`Error from server (NotFound): namespaces "nope" not found`, "get", "namespace", "nope")
 	// Reads do not check the namespace, as in Kubernetes: a get by name is
-	// the object's NotFound, a list is empty.
-	k.expectError(`Error from server (NotFound): pods "my-pod" not found`, "get", "pod", "my-pod", "-n", "nope")
+	// the object's NotFound (kubectl then looks the namespace up and reports
+	// that instead), a list is empty.
+	k.expectError(`Error from server (NotFound): namespaces "nope" not found`, "get", "pod", "my-pod", "-n", "nope")
+	_, err := cs.CoreV1().Pods("nope").Get(framework.Context(t, time.Minute), "my-pod", metav1.GetOptions{})
+	if want := `pods "my-pod" not found`; !isNotFound(err) || err.Error() != want {
+		t.Errorf("get pod nope/my-pod through client-go: %v, want NotFound %q", err, want)
+	}
 	stdout, stderr, err := k.run("get", "pods", "-n", "nope")
 	if err != nil || stdout != "" || stderr != "No resources found in nope namespace.\n" {
 		t.Errorf("get pods -n nope: err %v, stdout %q, stderr %q; want only %q on stderr", err, stdout, stderr, "No resources found in nope namespace.\n")
