@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	cri "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
-
 )
 
 // Config is what a kubelet runs with.
@@ -282,4 +281,3 @@ func findContainer(pod *corev1.Pod, name string) (*corev1.Container, bool) {
 	}
 	return nil, false
 }
-

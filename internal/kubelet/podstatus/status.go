@@ -402,8 +402,11 @@ func conditions(in Input, st *corev1.PodStatus, sandbox *plan.Sandbox) []corev1.
 	add(corev1.PodReady, ready, rReason, rMsg)
 	add(corev1.ContainersReady, crReady, crReason, crMsg)
 
-	// Conditions owned by others (PodScheduled, DisruptionTarget, gates) are kept.
+	// Conditions owned by others (PodScheduled, DisruptionTarget, gates)
+	// are kept; a pod on a node is scheduled even when it was created
+	// with spec.nodeName set.
 	var others []corev1.PodCondition
+	scheduled := false
 	for _, c := range pod.Status.Conditions {
 		owned := false
 		for _, t := range kubeletConditions {
@@ -414,6 +417,11 @@ func conditions(in Input, st *corev1.PodStatus, sandbox *plan.Sandbox) []corev1.
 		if !owned {
 			others = append(others, c)
 		}
+		scheduled = scheduled || c.Type == corev1.PodScheduled
+	}
+	if !scheduled {
+		others = append(others, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue,
+			LastTransitionTime: metav1.NewTime(in.Now.Truncate(time.Second))})
 	}
 	sort.SliceStable(others, func(i, j int) bool {
 		return others[i].Type == corev1.PodScheduled && others[j].Type != corev1.PodScheduled

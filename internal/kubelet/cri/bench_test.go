@@ -1,0 +1,43 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/skiff-sh/skiff/internal/kubelet/cri/cribench"
+	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
+)
+
+// TestRawCRISequence measures RunPodSandbox+CreateContainer+StartContainer
+// straight against containerd, for 1 pod at a time and 30 pods started
+// together, image cached, and prints p50/p99 (docs/benchmarks.md, "Raw CRI
+// sequence"). It runs only with SKIFF_CRI_BENCH=1:
+//
+//	SKIFF_CRI_BENCH=1 go test -count=1 -run TestRawCRISequence -v ./internal/kubelet/cri/
+func TestRawCRISequence(t *testing.T) {
+	if os.Getenv("SKIFF_CRI_BENCH") == "" {
+		t.Skip("set SKIFF_CRI_BENCH=1 to run")
+	}
+	_, busybox := testimages.NewTestRegistry(t)
+	rt := startTestRuntime(t, runtimeOptions{})
+	rt.pull(t, busybox, nil)
+	ctx := context.Background()
+	// Warm up: the first sandbox pays for one-time setup (bridge creation).
+	if _, err := cribench.Run(ctx, rt.client.Runtime, cribench.Options{Image: busybox, Pods: 1, Rounds: 1, LogDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ pods, rounds int }{{1, 30}, {30, 3}} {
+		start := time.Now()
+		res, err := cribench.Run(ctx, rt.client.Runtime, cribench.Options{Image: busybox, Pods: tc.pods, Rounds: tc.rounds, LogDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("| %d | %d | %v | %v | %v |", tc.pods, len(res.Samples),
+			res.Percentile(50).Round(time.Millisecond), res.Percentile(99).Round(time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+		t.Log(line)
+		fmt.Println(line)
+	}
+}
