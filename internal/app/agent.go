@@ -1,0 +1,175 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/skiff-sh/skiff/internal/kubelet"
+	"github.com/skiff-sh/skiff/internal/kubelet/cri"
+)
+
+// AgentConfig is what `skiff agent` (and the local agent of `skiff
+// server`) runs with.
+type AgentConfig struct {
+	// ServerURL overrides the server of Kubeconfig.
+	ServerURL string
+	// Kubeconfig is the file with the agent's credentials.
+	Kubeconfig string
+	// RESTConfig, when set, is used instead of ServerURL and Kubeconfig
+	// (the in-process agent of `skiff server`).
+	RESTConfig *rest.Config
+	// DataDir is skiff's data directory; the agent keeps its files in
+	// DataDir/agent (containerd, CNI, images/ tarballs, kubelet).
+	DataDir string
+	// NodeName defaults to the host name.
+	NodeName string
+	// NodeLabels and Taints are --node-labels and --register-with-taints.
+	NodeLabels map[string]string
+	Taints     []corev1.Taint
+	// ContainerRuntimeEndpoint is a CRI endpoint to use; when empty the
+	// agent starts and supervises its own containerd.
+	ContainerRuntimeEndpoint string
+	// PodCIDR is the node's pod range until spec.podCIDR is assigned;
+	// 10.42.0.0/24 when empty.
+	PodCIDR string
+	// NodeIP is the node's InternalIP; detected when empty.
+	NodeIP   string
+	LogLevel string
+}
+
+// DefaultPodCIDR is the pod range of a node without spec.podCIDR.
+const DefaultPodCIDR = "10.42.0.0/24"
+
+// RunAgent runs a node until ctx ends: containerd (unless an endpoint is
+// given), the CRI client and the kubelet.
+func RunAgent(ctx context.Context, cfg AgentConfig) error {
+	if cfg.LogLevel != "" {
+		setupLogging(cfg.LogLevel)
+	}
+	if cfg.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if cfg.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name: %w", err)
+		}
+		cfg.NodeName = strings.ToLower(h)
+	}
+	if cfg.PodCIDR == "" {
+		cfg.PodCIDR = DefaultPodCIDR
+	}
+	rc := cfg.RESTConfig
+	if rc == nil {
+		if cfg.Kubeconfig == "" {
+			return errors.New("--kubeconfig is required")
+		}
+		var err error
+		rc, err = clientcmd.BuildConfigFromFlags(cfg.ServerURL, cfg.Kubeconfig)
+		if err != nil {
+			return fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	rc = rest.CopyConfig(rc)
+	rc.UserAgent = "skiff-agent/" + cfg.NodeName
+	rc.QPS, rc.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	agentDir := filepath.Join(cfg.DataDir, "agent")
+	if err := os.MkdirAll(agentDir, 0o700); err != nil {
+		return fmt.Errorf("agent dir: %w", err)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	endpoint := cfg.ContainerRuntimeEndpoint
+	var onPodCIDR func(string)
+	if endpoint == "" {
+		ctd, err := cri.StartContainerd(gctx, cri.Config{DataDir: agentDir})
+		if err != nil {
+			return fmt.Errorf("start containerd: %w", err)
+		}
+		endpoint = ctd.Endpoint()
+		onPodCIDR = func(cidr string) {
+			if err := cri.WriteCNIConfig(ctd.CNIConfDir(), cidr); err != nil {
+				slog.Error("write CNI config", "podCIDR", cidr, "err", err)
+			}
+		}
+		g.Go(func() error {
+			<-ctd.Done()
+			if err := ctd.Err(); err != nil && gctx.Err() == nil {
+				return fmt.Errorf("containerd: %w", err)
+			}
+			return nil
+		})
+	}
+	conn, err := cri.Connect(gctx, endpoint, 0)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	k, err := kubelet.New(kubelet.Config{
+		NodeName: cfg.NodeName, Client: client, Runtime: conn.Runtime, Images: conn.Images,
+		DataDir: filepath.Join(agentDir, "kubelet"), PodCIDR: cfg.PodCIDR, OnPodCIDR: onPodCIDR,
+		NodeLabels: cfg.NodeLabels, RegisterWithTaints: cfg.Taints, NodeIP: cfg.NodeIP,
+		Version: Version().GitVersion,
+	})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return k.Run(gctx) })
+	return g.Wait()
+}
+
+// ParseNodeLabels parses --node-labels: "key=value,key2=value2".
+func ParseNodeLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("invalid node label %q: want key=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// ParseTaints parses --register-with-taints: "key=value:Effect,key:Effect".
+func ParseTaints(s string) ([]corev1.Taint, error) {
+	var out []corev1.Taint
+	for _, spec := range strings.Split(s, ",") {
+		if spec = strings.TrimSpace(spec); spec == "" {
+			continue
+		}
+		kv, effect, ok := strings.Cut(spec, ":")
+		if !ok {
+			return nil, fmt.Errorf("invalid taint %q: want key[=value]:Effect", spec)
+		}
+		switch corev1.TaintEffect(effect) {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			return nil, fmt.Errorf("invalid taint %q: effect must be NoSchedule, PreferNoSchedule or NoExecute", spec)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "" {
+			return nil, fmt.Errorf("invalid taint %q: empty key", spec)
+		}
+		out = append(out, corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(effect)})
+	}
+	return out, nil
+}
