@@ -429,7 +429,7 @@ func (c *Containerd) stopStale() {
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for syscall.Kill(pid, 0) == nil {
+	for processAlive(pid) {
 		select {
 		case <-deadline.C:
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -437,6 +437,17 @@ func (c *Containerd) stopStale() {
 		case <-tick.C:
 		}
 	}
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesized command name.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // childEnv is the agent's environment with PATH extended by the
