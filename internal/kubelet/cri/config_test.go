@@ -313,3 +313,41 @@ func TestWriteCNIConfig(t *testing.T) {
 		t.Errorf("conf dir holds %d entries, want only %s", len(entries), CNIConfigFile)
 	}
 }
+
+func TestChooseSnapshotter(t *testing.T) {
+	dir := t.TempDir()
+	if name, reason := chooseSnapshotter(SnapshotterNative, dir); name != SnapshotterNative || reason != "" {
+		t.Errorf("forced native: got %q (%s)", name, reason)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	name, reason := chooseSnapshotter("", dir)
+	if tryOverlayMount(dir) == nil && name != SnapshotterOverlay {
+		t.Errorf("overlay works here but %q was chosen (%s)", name, reason)
+	}
+	if name == SnapshotterNative && reason == "" {
+		t.Error("fell back to native without a reason")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("overlay check left %d entries in %s", len(entries), dir)
+	}
+}
+
+func TestRotateLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "containerd.log")
+	for _, tc := range []struct {
+		size        int
+		wantRotated bool
+	}{{10, false}, {101, true}} {
+		_ = os.Remove(path + ".1")
+		if err := os.WriteFile(path, make([]byte, tc.size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rotateLog(path, 100)
+		_, err := os.Stat(path + ".1")
+		if rotated := err == nil; rotated != tc.wantRotated {
+			t.Errorf("size %d: rotated %v, want %v", tc.size, rotated, tc.wantRotated)
+		}
+	}
+}

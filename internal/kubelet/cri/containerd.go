@@ -33,6 +33,10 @@ const (
 	stableRun = time.Minute
 )
 
+// maxLogSize is the size past which containerd's log is moved to
+// containerd.log.1 (replacing it) when containerd starts.
+const maxLogSize = 50 << 20
+
 // maxSocketPath is the longest unix socket path Linux accepts (108 bytes
 // with the terminating NUL), less the ".ttrpc" suffix of the second socket.
 const maxSocketPath = 107 - len(".ttrpc")
@@ -191,7 +195,8 @@ func (c *Containerd) CNIConfDir() string { return c.cniConfDir }
 // Snapshotter is the snapshotter containerd's CRI plugin uses.
 func (c *Containerd) Snapshotter() string { return c.snapshotter }
 
-// LogFile is the file containerd's output goes to.
+// LogFile is the file containerd's output goes to. At a start of
+// containerd, a log past 50 MiB is first moved to LogFile()+".1".
 func (c *Containerd) LogFile() string { return filepath.Join(c.dir, "containerd.log") }
 
 // PID is the current containerd process id, or 0 while it is being
@@ -315,6 +320,7 @@ func (c *Containerd) start(ctx context.Context) (*process, error) {
 	if err := os.WriteFile(c.configFile(), []byte(conf.render()), 0o600); err != nil {
 		return nil, fmt.Errorf("containerd: %w", err)
 	}
+	rotateLog(c.LogFile(), maxLogSize)
 	logf, err := os.OpenFile(c.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("containerd: %w", err)
@@ -477,6 +483,13 @@ func freeLoopbackPort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// rotateLog renames path to path.1 when it is larger than limit.
+func rotateLog(path string, limit int64) {
+	if fi, err := os.Stat(path); err == nil && fi.Size() > limit {
+		_ = os.Rename(path, path+".1")
+	}
 }
 
 // logTail returns the last lines of the log file written after offset,

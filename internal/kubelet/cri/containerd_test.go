@@ -201,6 +201,28 @@ func TestRestartAfterCrash(t *testing.T) {
 	}
 }
 
+// TestNativeSnapshotter runs a pod with the snapshotter skiff falls back
+// to where overlay mounts fail.
+func TestNativeSnapshotter(t *testing.T) {
+	rt := startTestRuntime(t, runtimeOptions{noCNI: true, snapshotter: SnapshotterNative})
+	if rt.c.Snapshotter() != SnapshotterNative {
+		t.Fatalf("Snapshotter() = %q", rt.c.Snapshotter())
+	}
+	config := cribench.PodSandboxConfig("native", "default", randomHex(4), t.TempDir())
+	config.Hostname = ""
+	config.Linux.SecurityContext.NamespaceOptions.Network = runtimeapi.NamespaceMode_NODE
+	p := pod{config: config}
+	var err error
+	if p.id, err = rt.client.Runtime.RunPodSandbox(context.Background(), config, ""); err != nil {
+		t.Fatal(err)
+	}
+	cid := rt.runContainer(t, p, "pause", PauseImage)
+	st, err := rt.client.Runtime.ContainerStatus(context.Background(), cid, false)
+	if err != nil || st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("container: %v %v", st.GetStatus().GetState(), err)
+	}
+}
+
 // TestShutdown ends the context: containerd stops by SIGTERM and no
 // process of it (containerd, shims) remains; the pid file is gone.
 func TestShutdown(t *testing.T) {

@@ -42,6 +42,8 @@ type runtimeOptions struct {
 	noCNI bool
 	// dataDir reuses a data dir; default a new temporary one.
 	dataDir string
+	// snapshotter forces Config.Snapshotter.
+	snapshotter string
 }
 
 // startTestRuntime starts containerd under a temporary directory and
@@ -63,7 +65,7 @@ func startTestRuntime(t *testing.T, opts runtimeOptions) *testRuntime {
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	start := time.Now()
-	c, err := StartContainerd(ctx, Config{DataDir: dataDir, Logger: logger, StopTimeout: 20 * time.Second, RestartBackoff: 100 * time.Millisecond})
+	c, err := StartContainerd(ctx, Config{DataDir: dataDir, Snapshotter: opts.snapshotter, Logger: logger, StopTimeout: 20 * time.Second, RestartBackoff: 100 * time.Millisecond})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
