@@ -70,7 +70,7 @@ func (h *resourceHandler) writeOutput(w http.ResponseWriter, r *http.Request, co
 		if err != nil {
 			return err
 		}
-		table, err := h.toTable([]runtime.Object{obj}, opts, true)
+		table, err := h.toTable([]runtime.Object{obj}, opts, false)
 		if err != nil {
 			return err
 		}
@@ -175,9 +175,7 @@ func (h *resourceHandler) list(w http.ResponseWriter, r *http.Request, info requ
 func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 	pm := &metav1.PartialObjectMetadata{}
 	if m, err := meta.Accessor(obj); err == nil {
-		if om, ok := m.(*metav1.ObjectMeta); ok {
-			pm.ObjectMeta = *om
-		}
+		pm = meta.AsPartialObjectMetadata(m)
 	}
 	pm.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata"))
 	return pm

@@ -186,13 +186,13 @@ func (h *resourceHandler) admitCreate(ctx context.Context, obj runtime.Object) e
 	if !h.res.Namespaced {
 		return nil
 	}
-	ns, _ := nameOf(obj)
+	ns, name := nameOf(obj)
 	nsObj, err := h.s.namespaces.get(ctx, ns)
 	if err != nil {
 		return err
 	}
 	if nsObj.Status.Phase == corev1.NamespaceTerminating || nsObj.DeletionTimestamp != nil {
-		return apierrors.NewForbidden(h.gr, "", fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+		return apierrors.NewForbidden(h.gr, name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 	}
 	return nil
 }

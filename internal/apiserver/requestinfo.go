@@ -29,6 +29,11 @@ func parseRequestInfo(method, path string, watchParam bool) requestInfo {
 	if len(parts) < 3 {
 		return info
 	}
+	for _, p := range parts {
+		if p == "" {
+			return info
+		}
+	}
 	switch parts[0] {
 	case "api":
 		info.APIPrefix = "api"

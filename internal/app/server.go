@@ -109,7 +109,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	defer client.Close()
 
 	resources := builtin.Resources()
-	stores, closeStores, err := newStores(client, resources)
+	stores, compacted, closeStores, err := newStores(client, resources)
 	if err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if interval == 0 {
 			interval = compactInterval
 		}
-		etcd3.RunCompactor(gctx, client, interval)
+		etcd3.RunCompactor(gctx, client, interval, compacted...)
 		return nil
 	})
 	if embedded != nil {
@@ -242,9 +242,11 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 }
 
 // newStores builds one etcd-backed Store per stored resource.
-func newStores(client *clientv3.Client, resources []*registry.Resource) (map[string]storage.Store, func(), error) {
+// It also returns each store's compaction listener, and a func closing them.
+func newStores(client *clientv3.Client, resources []*registry.Resource) (map[string]storage.Store, []func(rev int64), func(), error) {
 	stores := map[string]storage.Store{}
 	var closers []func()
+	var compacted []func(rev int64)
 	for _, res := range resources {
 		if res.StorageName != "" {
 			continue
@@ -255,8 +257,9 @@ func newStores(client *clientv3.Client, resources []*registry.Resource) (map[str
 		st := etcd3.New(client, codec, res.New, res.NewList, res.GroupVersionResource().GroupResource(), "/registry/"+res.Name+"/")
 		stores[res.Name] = st
 		closers = append(closers, st.Close)
+		compacted = append(compacted, st.Compacted)
 	}
-	return stores, func() {
+	return stores, compacted, func() {
 		for _, c := range closers {
 			c()
 		}

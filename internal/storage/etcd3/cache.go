@@ -442,6 +442,16 @@ func (c *watchCache) toDispatcher(b dispatchBatch) {
 	}
 }
 
+// compacted records that etcd's history before rev is gone: a watch can
+// no longer resume from a resourceVersion older than rev-1.
+func (c *watchCache) compacted(rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev-1 > c.floor {
+		c.floor = rev - 1
+	}
+}
+
 // pushLocked appends ev to the ring, growing it while it holds less than
 // eventFreshDuration of history, else evicting the oldest event.
 func (c *watchCache) pushLocked(ev *cacheEvent) {

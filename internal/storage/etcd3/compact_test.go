@@ -22,7 +22,7 @@ func TestCompactOnceSharedEtcd(t *testing.T) {
 	round := func(s *server) {
 		t.Helper()
 		var err error
-		if s.version, s.rev, err = compactOnce(ctx, client, s.version, s.rev); err != nil {
+		if s.version, s.rev, _, err = compactOnce(ctx, client, s.version, s.rev); err != nil {
 			t.Fatalf("compactOnce: %v", err)
 		}
 	}

@@ -98,6 +98,12 @@ func (s *Store) Close() {
 	s.cache.stop()
 }
 
+// Compacted tells the store that etcd was compacted to rev, so that its
+// watch cache answers watches from older resourceVersions with 410 Expired.
+func (s *Store) Compacted(rev int64) {
+	s.cache.compacted(rev)
+}
+
 // WaitReady blocks until the watch cache holds the resource's state, or
 // ctx ends.
 func (s *Store) WaitReady(ctx context.Context) error {

@@ -1,0 +1,134 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/test/integration/framework"
+)
+
+// BenchmarkCreate measures pod creates through the API server with 1, 16
+// and 64 parallel client-go clients, beside raw etcd puts of the same
+// bytes into an etcd configured like skiff's embedded one (fsync on), in
+// the same run. Each sub-benchmark reports creates/s and p50/p99 latency;
+// the ratio of the two rates is the figure of docs/benchmarks.md.
+//
+//	go test -run '^$' -bench BenchmarkCreate -benchtime 3000x ./test/integration/
+func BenchmarkCreate(b *testing.B) {
+	c := framework.NewCluster(b, framework.Options{Fsync: true})
+	raw, err := etcd.Start(context.Background(), etcd.Config{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(raw.Close)
+	etcdClient, err := etcd.NewClient(raw.Endpoints(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { etcdClient.Close() })
+
+	// One clientset per simulated client, each with its own connection.
+	clients := make([]kubernetes.Interface, 64)
+	for i := range clients {
+		cfg := *c.RESTConfig
+		cfg.QPS, cfg.Burst = -1, 0
+		// A dialer of its own gives each client its own connection, as
+		// separate client processes would have (client-go otherwise
+		// shares one cached transport).
+		cfg.Dial = (&net.Dialer{}).DialContext
+		cs, err := kubernetes.NewForConfig(&cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clients[i] = cs
+	}
+	// The bytes etcd gets for a pod: the protobuf skiff stores.
+	var buf bytes.Buffer
+	ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	sample := benchPod("sample")
+	sample.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	if err := ser.Encode(sample, &buf); err != nil {
+		b.Fatal(err)
+	}
+	podBytes := buf.String()
+
+	var seq atomic.Int64
+	for _, parallel := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("api/clients=%d", parallel), func(b *testing.B) {
+			runParallel(b, parallel, func(worker int) error {
+				name := fmt.Sprintf("bench-%d", seq.Add(1))
+				_, err := clients[worker].CoreV1().Pods("default").Create(context.Background(), benchPod(name), metav1.CreateOptions{})
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("etcd/clients=%d", parallel), func(b *testing.B) {
+			runParallel(b, parallel, func(worker int) error {
+				key := fmt.Sprintf("/registry/pods/default/bench-%d", seq.Add(1))
+				_, err := etcdClient.Put(context.Background(), key, podBytes)
+				return err
+			})
+		})
+	}
+}
+
+func benchPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "bench"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "3600"},
+		}}},
+	}
+}
+
+// runParallel runs b.N operations spread over parallel workers and
+// reports throughput and latency percentiles.
+func runParallel(b *testing.B, parallel int, op func(worker int) error) {
+	var next atomic.Int64
+	lat := make([][]time.Duration, parallel)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	b.ResetTimer()
+	start := time.Now()
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if err := op(w); err != nil {
+					failed.Store(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, ok := failed.Load().(error); ok {
+		b.Fatal(err)
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+}
