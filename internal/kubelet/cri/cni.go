@@ -21,10 +21,10 @@ const CNINetworkName = "skiff"
 const DefaultBridge = "cni0"
 
 // CNIConfig describes the node's pod network: a Linux bridge that is the
-// pods' gateway and masquerades their traffic leaving the pod CIDR,
-// host-local IP allocation from the pod CIDR, and portmap for hostPort.
-// (containerd itself sets up each pod's loopback interface with the
-// loopback plugin.)
+// pods' gateway, host-local IP allocation from the pod CIDR, portmap for
+// hostPort, and masquerading of pod traffic leaving the pod CIDR (see
+// MasqueradeMode). (containerd itself sets up each pod's loopback
+// interface with the loopback plugin.)
 type CNIConfig struct {
 	// PodCIDR is the node's pod CIDR, or a comma-separated IPv4 and IPv6
 	// pair for dual stack ("10.42.0.0/24,fd42::/64"); required.
@@ -36,6 +36,8 @@ type CNIConfig struct {
 	IPAMDataDir string
 	// MTU of the bridge and pod interfaces; 0 keeps the plugin's default.
 	MTU int
+	// Masquerade defaults to MasqueradeNode.
+	Masquerade MasqueradeMode
 }
 
 // WriteCNIConfig writes the pod network config for podCIDR into confDir
@@ -45,14 +47,22 @@ func WriteCNIConfig(confDir, podCIDR string) error {
 	return CNIConfig{PodCIDR: podCIDR}.Write(confDir)
 }
 
-// Write validates c and writes it as confDir/CNIConfigFile, atomically and
-// only when the content changes (containerd reloads the file when it
-// changes; pods started before keep their addresses). The CRI runtime
-// reports the network not ready until this file exists.
+// Write validates c, sets up the node's masquerade rules (MasqueradeNode,
+// needs root) and writes the network config as confDir/CNIConfigFile,
+// atomically and only when the content changes (containerd reloads the
+// file when it changes; pods started before keep their addresses). The CRI
+// runtime reports the network not ready until this file exists. Calling it
+// again with the same config is cheap and repairs deleted rules.
 func (c CNIConfig) Write(confDir string) error {
 	data, err := c.Marshal(filepath.Join(filepath.Dir(confDir), "ipam"))
 	if err != nil {
 		return err
+	}
+	if c.Masquerade == MasqueradeNode {
+		cidrs, _ := parsePodCIDR(c.PodCIDR) // valid: Marshal checked it
+		if err := ensureMasquerade(c.bridge(), cidrs); err != nil {
+			return fmt.Errorf("cni: %w", err)
+		}
 	}
 	if err := os.MkdirAll(confDir, 0o755); err != nil {
 		return err
@@ -83,33 +93,25 @@ func (c CNIConfig) Write(confDir string) error {
 // Marshal returns the conflist JSON; defaultIPAMDir is used when
 // c.IPAMDataDir is empty.
 func (c CNIConfig) Marshal(defaultIPAMDir string) ([]byte, error) {
-	if c.Bridge == "" {
-		c.Bridge = DefaultBridge
-	}
+	c.Bridge = c.bridge()
 	if len(c.Bridge) > 15 || strings.ContainsAny(c.Bridge, "/ \t\n") {
 		return nil, fmt.Errorf("cni: invalid bridge name %q", c.Bridge)
+	}
+	switch c.Masquerade {
+	case MasqueradeNode, MasqueradeBridge, MasqueradeNone:
+	default:
+		return nil, fmt.Errorf("cni: unknown masquerade mode %q", c.Masquerade)
 	}
 	if c.IPAMDataDir == "" {
 		c.IPAMDataDir = defaultIPAMDir
 	}
-	if c.PodCIDR == "" {
-		return nil, errors.New("cni: pod CIDR is required")
+	cidrs, err := parsePodCIDR(c.PodCIDR)
+	if err != nil {
+		return nil, err
 	}
 	var ranges [][]map[string]string
 	var routes []map[string]string
-	families := map[bool]bool{}
-	for _, s := range strings.Split(c.PodCIDR, ",") {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fmt.Errorf("cni: pod CIDR %q: %w", c.PodCIDR, err)
-		}
-		if p != p.Masked() {
-			return nil, fmt.Errorf("cni: pod CIDR %q: %s has host bits set", c.PodCIDR, p)
-		}
-		if families[p.Addr().Is4()] {
-			return nil, fmt.Errorf("cni: pod CIDR %q: at most one IPv4 and one IPv6 CIDR", c.PodCIDR)
-		}
-		families[p.Addr().Is4()] = true
+	for _, p := range cidrs {
 		ranges = append(ranges, []map[string]string{{"subnet": p.String()}})
 		if p.Addr().Is4() {
 			routes = append(routes, map[string]string{"dst": "0.0.0.0/0"})
@@ -121,7 +123,7 @@ func (c CNIConfig) Marshal(defaultIPAMDir string) ([]byte, error) {
 		"type":        "bridge",
 		"bridge":      c.Bridge,
 		"isGateway":   true,
-		"ipMasq":      true,
+		"ipMasq":      c.Masquerade == MasqueradeBridge,
 		"hairpinMode": true,
 		"ipam": map[string]any{
 			"type":    "host-local",
@@ -146,4 +148,35 @@ func (c CNIConfig) Marshal(defaultIPAMDir string) ([]byte, error) {
 		return nil, err
 	}
 	return append(data, '\n'), nil
+}
+
+func (c CNIConfig) bridge() string {
+	if c.Bridge == "" {
+		return DefaultBridge
+	}
+	return c.Bridge
+}
+
+// parsePodCIDR parses a pod CIDR or a comma-separated IPv4 and IPv6 pair.
+func parsePodCIDR(s string) ([]netip.Prefix, error) {
+	if s == "" {
+		return nil, errors.New("cni: pod CIDR is required")
+	}
+	var cidrs []netip.Prefix
+	families := map[bool]bool{}
+	for _, part := range strings.Split(s, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("cni: pod CIDR %q: %w", s, err)
+		}
+		if p != p.Masked() {
+			return nil, fmt.Errorf("cni: pod CIDR %q: %s has host bits set", s, p)
+		}
+		if families[p.Addr().Is4()] {
+			return nil, fmt.Errorf("cni: pod CIDR %q: at most one IPv4 and one IPv6 CIDR", s)
+		}
+		families[p.Addr().Is4()] = true
+		cidrs = append(cidrs, p)
+	}
+	return cidrs, nil
 }

@@ -3,6 +3,7 @@ package cri
 import (
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,8 @@ func TestBinariesResolve(t *testing.T) {
 	for _, p := range CNIPlugins {
 		exe(filepath.Join("cni", p))
 	}
-	full := Binaries{Containerd: exe("containerd"), Shim: exe("shim"), Ctr: exe("ctr"), Runc: exe("runc"), CNIBinDir: cniDir}
+	full := Binaries{Containerd: exe("containerd"), Shim: exe("shim"), Ctr: exe("ctr"), Runc: exe("runc"),
+		Iptables: exe("iptables"), IptablesRestore: exe("iptables-restore"), CNIBinDir: cniDir}
 	missing := filepath.Join(dir, "missing")
 
 	tests := []struct {
@@ -216,10 +218,14 @@ func TestCNIConfig(t *testing.T) {
 		wantBridge string
 		wantRanges []string
 		wantRoutes []string
+		wantIPMasq bool
 	}{
 		{name: "ipv4", conf: CNIConfig{PodCIDR: "10.42.0.0/24"}, wantBridge: "cni0", wantRanges: []string{"10.42.0.0/24"}, wantRoutes: []string{"0.0.0.0/0"}},
 		{name: "dual stack, own bridge", conf: CNIConfig{PodCIDR: "10.42.1.0/24, fd42::/64", Bridge: "skiff1"}, wantBridge: "skiff1",
 			wantRanges: []string{"10.42.1.0/24", "fd42::/64"}, wantRoutes: []string{"0.0.0.0/0", "::/0"}},
+		{name: "per-pod masquerade", conf: CNIConfig{PodCIDR: "10.42.0.0/24", Masquerade: MasqueradeBridge}, wantBridge: "cni0",
+			wantRanges: []string{"10.42.0.0/24"}, wantRoutes: []string{"0.0.0.0/0"}, wantIPMasq: true},
+		{name: "unknown masquerade", conf: CNIConfig{PodCIDR: "10.42.0.0/24", Masquerade: "nat"}, wantErr: "unknown masquerade mode"},
 		{name: "missing CIDR", conf: CNIConfig{}, wantErr: "pod CIDR is required"},
 		{name: "not a CIDR", conf: CNIConfig{PodCIDR: "10.42.0.0"}, wantErr: "pod CIDR"},
 		{name: "host bits", conf: CNIConfig{PodCIDR: "10.42.0.1/24"}, wantErr: "host bits"},
@@ -261,7 +267,7 @@ func TestCNIConfig(t *testing.T) {
 				t.Fatalf("plugins %+v, want bridge then portmap", conf.Plugins)
 			}
 			br := conf.Plugins[0]
-			if br.Bridge != tc.wantBridge || !br.IsGateway || !br.IPMasq || br.IPAM.Type != "host-local" || br.IPAM.DataDir != "/ipam" {
+			if br.Bridge != tc.wantBridge || !br.IsGateway || br.IPMasq != tc.wantIPMasq || br.IPAM.Type != "host-local" || br.IPAM.DataDir != "/ipam" {
 				t.Errorf("bridge plugin %+v", br)
 			}
 			var ranges, routes []string
@@ -283,7 +289,10 @@ func TestCNIConfig(t *testing.T) {
 
 func TestWriteCNIConfig(t *testing.T) {
 	confDir := filepath.Join(t.TempDir(), "cni", "net.d")
-	if err := WriteCNIConfig(confDir, "10.42.0.0/24"); err != nil {
+	// No masquerade rules here: this test must not touch the host's
+	// iptables (TestMasquerade does, on a bridge of its own).
+	write := func(cidr string) error { return CNIConfig{PodCIDR: cidr, Masquerade: MasqueradeNone}.Write(confDir) }
+	if err := write("10.42.0.0/24"); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(confDir, CNIConfigFile)
@@ -296,13 +305,13 @@ func TestWriteCNIConfig(t *testing.T) {
 		t.Errorf("IPAM data dir is not beside the conf dir:\n%s", data)
 	}
 	// Same content: the file is left alone (containerd reloads on change).
-	if err := WriteCNIConfig(confDir, "10.42.0.0/24"); err != nil {
+	if err := write("10.42.0.0/24"); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := os.Stat(path); !os.SameFile(first, again) {
 		t.Error("unchanged config was rewritten")
 	}
-	if err := WriteCNIConfig(confDir, "10.42.9.0/24"); err != nil {
+	if err := write("10.42.9.0/24"); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(path); !strings.Contains(string(data), "10.42.9.0/24") {
@@ -349,5 +358,58 @@ func TestRotateLog(t *testing.T) {
 		if rotated := err == nil; rotated != tc.wantRotated {
 			t.Errorf("size %d: rotated %v, want %v", tc.size, rotated, tc.wantRotated)
 		}
+	}
+}
+
+// TestMasquerade sets up, changes and removes the masquerade rules of a
+// bridge of its own (no traffic).
+func TestMasquerade(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("iptables needs root")
+	}
+	bridge := "skm" + randomHex(4)
+	chain := masqueradeChain(bridge)
+	t.Cleanup(func() { _ = RemoveMasquerade(bridge) })
+	rules := func() string {
+		out, _ := exec.Command("iptables", "-w", "-t", "nat", "-S").CombinedOutput()
+		var mine []string
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, chain) {
+				mine = append(mine, line)
+			}
+		}
+		return strings.Join(mine, "\n")
+	}
+	for _, cidr := range []string{"10.199.1.0/24", "10.199.1.0/24", "10.199.2.0/24"} {
+		if err := ensureMasquerade(bridge, []netip.Prefix{netip.MustParsePrefix(cidr)}); err != nil {
+			t.Fatal(err)
+		}
+		got := rules()
+		for _, want := range []string{
+			"-A POSTROUTING -m comment --comment \"skiff: masquerade pods of " + bridge + "\" -j " + chain,
+			"-A " + chain + " ! -s " + cidr + " -j RETURN",
+			"-A " + chain + " -d " + cidr + " -j RETURN",
+			"-A " + chain + " -d 224.0.0.0/4 -j RETURN",
+			"-A " + chain + " -j MASQUERADE",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("after ensuring %s, rules lack %q:\n%s", cidr, want, got)
+			}
+		}
+		if n := strings.Count(got, "-A POSTROUTING"); n != 1 {
+			t.Errorf("%d jumps to %s, want 1", n, chain)
+		}
+		if n := strings.Count(got, "-A "+chain); n != 4 {
+			t.Errorf("%d rules in %s, want 4 (old CIDR replaced):\n%s", n, chain, got)
+		}
+	}
+	if err := RemoveMasquerade(bridge); err != nil {
+		t.Fatal(err)
+	}
+	if got := rules(); got != "" {
+		t.Errorf("rules left after RemoveMasquerade:\n%s", got)
+	}
+	if err := RemoveMasquerade(bridge); err != nil {
+		t.Errorf("second RemoveMasquerade: %v", err)
 	}
 }

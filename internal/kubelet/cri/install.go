@@ -18,6 +18,9 @@ type Binaries struct {
 	Shim       string // containerd-shim-runc-v2 (package containerd)
 	Ctr        string // ctr, used to import images (package containerd)
 	Runc       string // runc (package runc)
+	// Iptables and IptablesRestore set up masquerading and hostPorts
+	// (package iptables, which the CNI plugins' package depends on).
+	Iptables, IptablesRestore string
 	// CNIBinDir holds the CNI plugins bridge, host-local, portmap and
 	// loopback (package containernetworking-plugins, /usr/lib/cni).
 	CNIBinDir string
@@ -48,6 +51,8 @@ func (b *Binaries) resolve() error {
 		{&b.Shim, "containerd-shim-runc-v2", "containerd", []string{"/usr/bin/containerd-shim-runc-v2"}},
 		{&b.Ctr, "ctr", "containerd", []string{"/usr/bin/ctr"}},
 		{&b.Runc, "runc", "runc", []string{"/usr/sbin/runc", "/usr/bin/runc"}},
+		{&b.Iptables, "iptables", "iptables", []string{"/usr/sbin/iptables"}},
+		{&b.IptablesRestore, "iptables-restore", "iptables", []string{"/usr/sbin/iptables-restore"}},
 	}
 	var missing []string
 	pkgs := map[string]bool{}

@@ -131,6 +131,9 @@ func (rt *testRuntime) stop(t *testing.T) {
 		t.Errorf("processes of this containerd left after stop: %v", left)
 	}
 	if rt.bridge != "" {
+		if err := RemoveMasquerade(rt.bridge); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
 		if out, err := exec.Command("ip", "link", "del", rt.bridge).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("Cannot find device")) {
 			t.Logf("delete bridge %s: %v: %s", rt.bridge, err, out)
 		}
