@@ -75,7 +75,7 @@ func (h *resourceHandler) applyPatch(r *http.Request, current runtime.Object, pt
 		if err != nil {
 			return nil, nil, badRequest(err.Error())
 		}
-		patched, err = p.Apply(curJSON)
+		patched, err = applyJSONPatch(p, curJSON)
 		if err != nil {
 			return nil, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", h.gr, "", err.Error(), 0, false)
 		}
@@ -197,4 +197,15 @@ func (h *resourceHandler) apply(w http.ResponseWriter, r *http.Request, info req
 		code = http.StatusCreated
 	}
 	return h.writeOutput(w, r, code, served)
+}
+
+// applyJSONPatch applies a JSON patch, turning a panic of the patch library
+// on malformed operations (a "replace" without a value) into an error.
+func applyJSONPatch(p jsonpatch.Patch, doc []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("invalid JSON patch: %v", r)
+		}
+	}()
+	return p.Apply(doc)
 }
