@@ -41,20 +41,28 @@ func BenchmarkCreate(b *testing.B) {
 	}
 	b.Cleanup(func() { etcdClient.Close() })
 
-	// One clientset per simulated client, each with its own connection.
-	clients := make([]kubernetes.Interface, 64)
-	for i := range clients {
-		cfg := *c.RESTConfig
-		cfg.QPS, cfg.Burst = -1, 0
-		// A dialer of its own gives each client its own connection, as
-		// separate client processes would have (client-go otherwise
-		// shares one cached transport).
-		cfg.Dial = (&net.Dialer{}).DialContext
-		cs, err := kubernetes.NewForConfig(&cfg)
-		if err != nil {
-			b.Fatal(err)
+	// One clientset per simulated client, each with its own connection;
+	// JSON (kubectl's encoding) and protobuf (what Kubernetes' own
+	// components speak).
+	clients := map[string][]kubernetes.Interface{}
+	for _, encoding := range []string{"json", "protobuf"} {
+		for i := 0; i < 64; i++ {
+			cfg := *c.RESTConfig
+			if encoding == "protobuf" {
+				cfg.ContentType = "application/vnd.kubernetes.protobuf"
+				cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+			}
+			cfg.QPS, cfg.Burst = -1, 0
+			// A dialer of its own gives each client its own connection, as
+			// separate client processes would have (client-go otherwise
+			// shares one cached transport).
+			cfg.Dial = (&net.Dialer{}).DialContext
+			cs, err := kubernetes.NewForConfig(&cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			clients[encoding] = append(clients[encoding], cs)
 		}
-		clients[i] = cs
 	}
 	// The bytes etcd gets for a pod: the protobuf skiff stores.
 	var buf bytes.Buffer
@@ -68,13 +76,15 @@ func BenchmarkCreate(b *testing.B) {
 
 	var seq atomic.Int64
 	for _, parallel := range []int{1, 16, 64} {
-		b.Run(fmt.Sprintf("api/clients=%d", parallel), func(b *testing.B) {
-			runParallel(b, parallel, func(worker int) error {
-				name := fmt.Sprintf("bench-%d", seq.Add(1))
-				_, err := clients[worker].CoreV1().Pods("default").Create(context.Background(), benchPod(name), metav1.CreateOptions{})
-				return err
+		for _, encoding := range []string{"json", "protobuf"} {
+			b.Run(fmt.Sprintf("api-%s/clients=%d", encoding, parallel), func(b *testing.B) {
+				runParallel(b, parallel, func(worker int) error {
+					name := fmt.Sprintf("bench-%d", seq.Add(1))
+					_, err := clients[encoding][worker].CoreV1().Pods("default").Create(context.Background(), benchPod(name), metav1.CreateOptions{})
+					return err
+				})
 			})
-		})
+		}
 		b.Run(fmt.Sprintf("etcd/clients=%d", parallel), func(b *testing.B) {
 			runParallel(b, parallel, func(worker int) error {
 				key := fmt.Sprintf("/registry/pods/default/bench-%d", seq.Add(1))
