@@ -58,6 +58,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   stream_server_address = "127.0.0.1"
   stream_server_port = "%d"
   enable_selinux = false
+  # Pod network namespaces under our state dir, not /var/run/netns.
+  netns_mounts_under_state_dir = true
 
 [plugins."io.containerd.grpc.v1.cri".containerd]
   snapshotter = %s

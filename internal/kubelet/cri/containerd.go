@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -365,6 +367,10 @@ func (c *Containerd) waitReady(ctx context.Context, p *process) error {
 			if last = criVersion(ctx, c.socket); last == nil {
 				return nil
 			}
+			if status.Code(last) == codes.Unimplemented {
+				// containerd serves, without the CRI plugin: its log says why.
+				return fmt.Errorf("the CRI plugin did not load: %v", last)
+			}
 		}
 		select {
 		case <-p.done:
@@ -492,16 +498,30 @@ func rotateLog(path string, limit int64) {
 	}
 }
 
-// logTail returns the last lines of the log file written after offset,
-// formatted for an error message.
+// logTail returns, for an error message, the warning and error lines of
+// the log written after offset, else its last lines; long lines are cut.
 func logTail(path string, offset int64) string {
 	data, err := os.ReadFile(path)
 	if err != nil || int64(len(data)) <= offset {
 		return ""
 	}
 	lines := strings.Split(strings.TrimSpace(string(data[offset:])), "\n")
-	if len(lines) > 15 {
-		lines = lines[len(lines)-15:]
+	var important []string
+	for _, l := range lines {
+		if strings.Contains(l, "level=warning") || strings.Contains(l, "level=error") || strings.Contains(l, "level=fatal") {
+			important = append(important, l)
+		}
+	}
+	if len(important) > 0 {
+		lines = important
+	}
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	for i, l := range lines {
+		if len(l) > 400 {
+			lines[i] = l[:400] + "…"
+		}
 	}
 	return "\n" + path + ":\n  " + strings.Join(lines, "\n  ")
 }

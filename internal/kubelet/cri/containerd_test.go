@@ -344,3 +344,28 @@ func freeTCPPort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestStartFailure gives containerd a config its CRI plugin rejects:
+// StartContainerd fails at once with containerd's reason and leaves no
+// process behind.
+func TestStartFailure(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run containerd")
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	_, err := StartContainerd(context.Background(), Config{DataDir: dir, Snapshotter: "no-such-snapshotter"})
+	if err == nil {
+		t.Fatal("StartContainerd succeeded with an unknown snapshotter")
+	}
+	t.Logf("error after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if !strings.Contains(err.Error(), "CRI plugin did not load") || !strings.Contains(err.Error(), "no-such-snapshotter") {
+		t.Errorf("error does not say why: %v", err)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("failure took %v; it should not wait for the ready timeout", time.Since(start))
+	}
+	if left := processesMentioning(filepath.Join(dir, "containerd")); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+}
