@@ -104,6 +104,12 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info req
 			break
 		}
 		err = h.bind(w, r, info)
+	case "log", "exec", "attach", "portforward":
+		if h.res.Name != "pods" {
+			err = h.notFoundPath()
+			break
+		}
+		err = h.s.proxyToKubelet(w, r, info)
 	case "finalize":
 		if h.res.Name != "namespaces" || info.Verb != "update" {
 			err = h.notFoundPath()
