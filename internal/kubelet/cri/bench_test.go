@@ -21,6 +21,10 @@ func TestRawCRISequence(t *testing.T) {
 	if os.Getenv("SKIFF_CRI_BENCH") == "" {
 		t.Skip("set SKIFF_CRI_BENCH=1 to run")
 	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("load average at the start: %s", load)
+	fmt.Println("| pods started together | samples | p50 | p99 | wall time |")
+	fmt.Println("|---|---|---|---|---|")
 	_, busybox := testimages.NewTestRegistry(t)
 	rt := startTestRuntime(t, runtimeOptions{})
 	rt.pull(t, busybox, nil)
@@ -40,4 +44,6 @@ func TestRawCRISequence(t *testing.T) {
 		t.Log(line)
 		fmt.Println(line)
 	}
+	load, _ = os.ReadFile("/proc/loadavg")
+	fmt.Printf("load average at the end: %s", load)
 }

@@ -48,7 +48,8 @@ type Config struct {
 	// DataDir is the agent's data directory (e.g. <data-dir>/agent); all
 	// of containerd's files go under it (see the package doc). Required.
 	DataDir string
-	// RegistriesFile defaults to DataDir/registries.yaml.
+	// RegistriesFile defaults to DataDir/registries.yaml; it is read at
+	// every (re)start of containerd (see Registries).
 	RegistriesFile string
 	// ImagesDir holds image tarballs to import; defaults to DataDir/images.
 	ImagesDir string
@@ -66,8 +67,8 @@ type Config struct {
 	// ReadyTimeout bounds each wait for the CRI socket to answer.
 	ReadyTimeout time.Duration
 	// RestartBackoff is the first delay before restarting a containerd
-	// that died; it doubles up to MaxBackoff and resets after a minute of
-	// uptime.
+	// that died (default 1s); it doubles up to MaxBackoff (default 30s)
+	// and starts over after a minute of uptime.
 	RestartBackoff time.Duration
 	MaxBackoff     time.Duration
 }
@@ -102,9 +103,12 @@ type Containerd struct {
 // From then on it supervises containerd: when the process dies it is
 // restarted with back-off (the socket stays the same). When ctx ends,
 // containerd gets SIGTERM, then SIGKILL after StopTimeout, and Done is
-// closed. Containers keep running in their shims across a containerd
-// restart or stop, as with any containerd. If StartContainerd fails, it
-// leaves no process behind.
+// closed. containerd also gets SIGKILL if the agent process dies
+// (Pdeathsig), and a containerd left running on the same data dir by an
+// earlier agent is stopped, by the PID in its pid file, before the new one
+// starts. Containers keep running in their shims across a containerd
+// restart or stop, as with any containerd, and the next containerd finds
+// them. If StartContainerd fails, it leaves no process behind.
 func StartContainerd(ctx context.Context, cfg Config) (*Containerd, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("containerd: Config.DataDir is required")
@@ -149,7 +153,6 @@ func StartContainerd(ctx context.Context, cfg Config) (*Containerd, error) {
 		done:       make(chan struct{}),
 		spawns:     make(chan spawnRequest),
 	}
-	go c.spawner()
 	c.socket = filepath.Join(c.dir, "containerd.sock")
 	if len(c.socket) > maxSocketPath {
 		return nil, fmt.Errorf("containerd: socket path %s is longer than %d bytes; use a shorter data dir", c.socket, maxSocketPath)
@@ -166,6 +169,7 @@ func StartContainerd(ctx context.Context, cfg Config) (*Containerd, error) {
 		c.log.Warn("overlay mounts do not work here; using the native snapshotter", "reason", reason)
 	}
 
+	go c.spawner()
 	p, err := c.start(ctx)
 	if err != nil {
 		close(c.spawns)
@@ -259,10 +263,10 @@ func (c *Containerd) supervise(ctx context.Context) {
 				return
 			case <-p.done:
 			}
-			c.log.Error("containerd exited; restarting", "pid", p.pid(), "err", p.err, "uptime", time.Since(p.started).Round(time.Millisecond), "backoff", backoff, "log", c.LogFile())
 			if time.Since(p.started) > stableRun {
 				backoff = c.cfg.RestartBackoff
 			}
+			c.log.Error("containerd exited; restarting", "pid", p.pid(), "err", p.err, "uptime", time.Since(p.started).Round(time.Millisecond), "backoff", backoff, "log", c.LogFile())
 			c.mu.Lock()
 			c.proc = nil
 			c.restarts++
