@@ -2,6 +2,7 @@ package cri
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -70,6 +71,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
   BinaryName = %s
+  # runc's state of our containers, under our state dir (not /run/containerd/runc).
+  Root = %s
   SystemdCgroup = false
 
 [plugins."io.containerd.grpc.v1.cri".cni]
@@ -77,7 +80,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   conf_dir = %s
 `,
 		q(c.Root), q(c.State), q(c.Socket), q(c.Socket+".ttrpc"), q(c.LogLevel), q(c.OptDir),
-		q(c.PauseImage), c.RestrictOOMAdj, c.StreamPort, q(c.Snapshotter), q(c.Runc),
+		q(c.PauseImage), c.RestrictOOMAdj, c.StreamPort, q(c.Snapshotter), q(c.Runc), q(filepath.Join(c.State, "runc")),
 		q(c.CNIBinDir), q(c.CNIConfDir))
 	c.Registries.writeTOML(&b)
 	return b.String()

@@ -186,6 +186,7 @@ func TestConfigRender(t *testing.T) {
 		`address = "` + filepath.Join(dir, "c.sock") + `.ttrpc"`,
 		`conf_dir = "` + filepath.Join(dir, "net.d") + `"`,
 		`BinaryName = "/usr/sbin/runc"`,
+		`Root = "` + filepath.Join(dir, "state", "runc") + `"`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("config lacks %s", want)

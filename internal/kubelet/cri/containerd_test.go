@@ -109,6 +109,10 @@ func TestPodLifecycle(t *testing.T) {
 		t.Fatalf("pod IP %v not in the pod CIDR %v", server.ip, rt.podCIDR)
 	}
 	httpd := rt.runContainer(t, server, "httpd", busybox, "sh", "-c", "mkdir -p /www && echo hello from $(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www")
+	// Everything of this instance lives under its data dir.
+	if _, err := os.Stat(filepath.Join(rt.dataDir, "containerd", "state", "runc", CRINamespace, httpd)); err != nil {
+		t.Errorf("runc state not under the data dir: %v", err)
+	}
 	if got := rt.exec(t, httpd, "cat", "/etc/hostname"); strings.TrimSpace(got) != "server" {
 		t.Errorf("hostname in the pod = %q, want server", got)
 	}
