@@ -339,6 +339,21 @@ func TestRegistryCredentials(t *testing.T) {
 	}
 }
 
+// TestRegistryMirror pulls an image named after a registry that does not
+// exist (a closed loopback port) through the mirror registries.yaml gives
+// for it. All traffic stays on loopback, even if the mirror failed.
+func TestRegistryMirror(t *testing.T) {
+	reg, _ := testimages.NewTestRegistry(t)
+	missing := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	rt := startTestRuntime(t, runtimeOptions{noCNI: true, before: func(dataDir string) {
+		yaml := fmt.Sprintf("mirrors:\n  %q:\n    endpoint: [\"http://%s\"]\n", missing, reg.Host())
+		if err := os.WriteFile(filepath.Join(dataDir, "registries.yaml"), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	rt.pull(t, missing+"/busybox:1.36", nil)
+}
+
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
