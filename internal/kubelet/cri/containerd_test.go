@@ -354,6 +354,49 @@ func TestRegistryMirror(t *testing.T) {
 	rt.pull(t, missing+"/busybox:1.36", nil)
 }
 
+// TestRegistryTLS pulls from a registry served over HTTPS with a
+// self-signed certificate, as registries.yaml's tls settings allow.
+func TestRegistryTLS(t *testing.T) {
+	ctx := context.Background()
+	reg, err := testimages.StartRegistry(ctx, testimages.RegistryOptions{Dir: t.TempDir(), TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Stop() })
+	image, err := reg.PushBusybox(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		tls     string // the configs.<host>.tls section
+		wantErr string
+	}{
+		{name: "ca_file", tls: fmt.Sprintf("{ca_file: %q}", reg.CAFile())},
+		{name: "insecure_skip_verify", tls: "{insecure_skip_verify: true}"},
+		{name: "unknown authority", tls: "{}", wantErr: "certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := startTestRuntime(t, runtimeOptions{noCNI: true, before: func(dataDir string) {
+				// Loopback registries default to plain HTTP: the mirror
+				// entry says HTTPS.
+				yaml := fmt.Sprintf("mirrors:\n  %q:\n    endpoint: [%q]\nconfigs:\n  %q:\n    tls: %s\n",
+					reg.Host(), reg.URL(), reg.Host(), tc.tls)
+				if err := os.WriteFile(filepath.Join(dataDir, "registries.yaml"), []byte(yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}})
+			_, err := rt.client.Images.PullImage(ctx, &runtimeapi.ImageSpec{Image: image}, nil, nil)
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("pull: %v", err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("pull error = %v, want one about %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

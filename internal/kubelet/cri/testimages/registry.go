@@ -3,6 +3,7 @@ package testimages
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -37,12 +38,17 @@ type RegistryOptions struct {
 	Username, Password string
 	// StartTimeout bounds the wait for the registry to answer; default 30s.
 	StartTimeout time.Duration
+	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1
+	// (CAFile) instead of plain HTTP.
+	TLS bool
 }
 
-// Registry is a docker-registry process serving plain HTTP on 127.0.0.1.
+// Registry is a docker-registry process serving plain HTTP (or HTTPS, see
+// RegistryOptions.TLS) on 127.0.0.1.
 type Registry struct {
 	opts   RegistryOptions
 	host   string
+	scheme string
 	cmd    *exec.Cmd
 	done   chan struct{}
 	client *http.Client
@@ -102,6 +108,17 @@ storage:
 http:
   addr: %s
 `, filepath.Join(opts.Dir, "storage"), host)
+	scheme := "http"
+	client := &http.Client{Timeout: 30 * time.Second}
+	if opts.TLS {
+		pool, err := writeSelfSignedCert(opts.Dir)
+		if err != nil {
+			return nil, err
+		}
+		config += fmt.Sprintf("  tls:\n    certificate: %s\n    key: %s\n", filepath.Join(opts.Dir, certFile), filepath.Join(opts.Dir, keyFile))
+		scheme = "https"
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	}
 	if opts.Username != "" {
 		hash, err := bcrypt.GenerateFromPassword([]byte(opts.Password), bcrypt.MinCost)
 		if err != nil {
@@ -132,9 +149,10 @@ http:
 	r := &Registry{
 		opts:   opts,
 		host:   host,
+		scheme: scheme,
 		cmd:    cmd,
 		done:   make(chan struct{}),
-		client: &http.Client{Timeout: 30 * time.Second},
+		client: client,
 	}
 	go func() {
 		_ = cmd.Wait()
@@ -155,7 +173,7 @@ func (r *Registry) waitReady(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.host+"/v2/", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.scheme+"://"+r.host+"/v2/", nil)
 		if resp, err := r.client.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
@@ -176,6 +194,19 @@ func (r *Registry) waitReady(ctx context.Context) error {
 // Host is the registry's "127.0.0.1:<port>", the first component of the
 // image names it serves.
 func (r *Registry) Host() string { return r.host }
+
+// URL is the registry's base URL ("http://127.0.0.1:<port>", or https
+// with TLS).
+func (r *Registry) URL() string { return r.scheme + "://" + r.host }
+
+// CAFile is the PEM file of the certificate the registry serves with TLS
+// (self-signed, so it is its own CA); "" without TLS.
+func (r *Registry) CAFile() string {
+	if !r.opts.TLS {
+		return ""
+	}
+	return filepath.Join(r.opts.Dir, certFile)
+}
 
 // PID is the registry's process id.
 func (r *Registry) PID() int { return r.cmd.Process.Pid }
@@ -208,7 +239,7 @@ func (r *Registry) Push(ctx context.Context, repository, tag string, img *ociima
 			return "", fmt.Errorf("testimages: push %s blob %s: %w", repository, b.Digest, err)
 		}
 	}
-	u := fmt.Sprintf("http://%s/v2/%s/manifests/%s", r.host, repository, tag)
+	u := fmt.Sprintf("%s://%s/v2/%s/manifests/%s", r.scheme, r.host, repository, tag)
 	if _, err := r.do(ctx, http.MethodPut, u, img.Manifest.MediaType, img.Manifest.Data, http.StatusCreated); err != nil {
 		return "", fmt.Errorf("testimages: push %s:%s manifest: %w", repository, tag, err)
 	}
@@ -226,7 +257,7 @@ func (r *Registry) PushBusybox(ctx context.Context) (string, error) {
 }
 
 func (r *Registry) pushBlob(ctx context.Context, repository string, b ociimage.Blob) error {
-	base := fmt.Sprintf("http://%s/v2/%s/blobs/", r.host, repository)
+	base := fmt.Sprintf("%s://%s/v2/%s/blobs/", r.scheme, r.host, repository)
 	if resp, err := r.do(ctx, http.MethodHead, base+b.Digest, "", nil, http.StatusOK); err == nil {
 		resp.Body.Close()
 		return nil

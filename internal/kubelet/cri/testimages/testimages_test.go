@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 )
@@ -62,13 +65,15 @@ func TestRegistryPush(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
 		username, password string
+		tls                bool
 	}{
 		{name: "anonymous"},
 		{name: "basic auth", username: "skiff", password: "s3cret"},
+		{name: "tls", tls: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			r, err := StartRegistry(ctx, RegistryOptions{Dir: t.TempDir(), Username: tc.username, Password: tc.password})
+			r, err := StartRegistry(ctx, RegistryOptions{Dir: t.TempDir(), Username: tc.username, Password: tc.password, TLS: tc.tls})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,9 +93,19 @@ func TestRegistryPush(t *testing.T) {
 			if _, err := r.PushBusybox(ctx); err != nil {
 				t.Fatal(err)
 			}
-			req, _ := http.NewRequest(http.MethodGet, "http://"+r.Host()+"/v2/busybox/manifests/1.36", nil)
+			req, _ := http.NewRequest(http.MethodGet, r.URL()+"/v2/busybox/manifests/1.36", nil)
 			req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
-			resp, err := http.DefaultClient.Do(req)
+			client := http.DefaultClient
+			if tc.tls {
+				pem, err := os.ReadFile(r.CAFile())
+				if err != nil {
+					t.Fatal(err)
+				}
+				pool := x509.NewCertPool()
+				pool.AppendCertsFromPEM(pem)
+				client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			}
+			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +114,7 @@ func TestRegistryPush(t *testing.T) {
 			if tc.username != "" {
 				wantStatus = http.StatusUnauthorized
 				req.SetBasicAuth(tc.username, tc.password)
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := client.Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}
