@@ -1,0 +1,78 @@
+package kubelet
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/skiff-sh/skiff/internal/kubelet/fakeruntime"
+)
+
+// TestCrashLoopBackOffGrows runs a crashing container on a fake clock and
+// checks the delays between its restarts: at once, then 10s, 20s, 40s.
+func TestCrashLoopBackOffGrows(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rt := fakeruntime.New(fakeruntime.Options{Clock: clk})
+	rt.LoadImage("busybox:1.36", 100)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "crash", Namespace: "default", UID: "uid-1"},
+		Spec: corev1.PodSpec{NodeName: "n1", RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{{
+			Name: "app", Image: "busybox:1.36", ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sh", "-c", "exit 1"}}}},
+	}
+	cs := fake.NewClientset(pod)
+	k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(), Clock: clk,
+		Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, RelistPeriod: time.Second, HousekeepingPeriod: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	// Dead containers are collected as the test goes: remember each one.
+	created := map[string]int64{}
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) && len(created) < 5 {
+		ctrs, _ := rt.ListContainers(ctx, nil)
+		for _, c := range ctrs {
+			created[c.Id] = c.CreatedAt
+		}
+		clk.Step(100 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // let the kubelet's goroutines run between steps
+	}
+	if len(created) < 5 {
+		t.Fatalf("only %d containers were started", len(created))
+	}
+	var times []int64
+	for _, c := range created {
+		times = append(times, c)
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	// The container exits as it starts, so gaps are the back-off (the
+	// first restart waits only for the next relist).
+	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second}
+	for i, w := range want {
+		gap := time.Duration(times[i+1] - times[i])
+		// The clock steps on while the kubelet works: allow some slack.
+		if (i == 0 && gap >= 10*time.Second) || (i > 0 && (gap < w || gap > w+4*time.Second)) {
+			t.Errorf("restart %d came %v after the previous start, want %v (+ a few seconds)", i+1, gap, w)
+		}
+	}
+	p, err := cs.CoreV1().Pods("default").Get(ctx, "crash", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount < 3 {
+		t.Errorf("status: %+v", p.Status.ContainerStatuses)
+	}
+}
