@@ -52,7 +52,8 @@ func WriteCNIConfig(confDir, podCIDR string) error {
 // atomically and only when the content changes (containerd reloads the
 // file when it changes; pods started before keep their addresses). The CRI
 // runtime reports the network not ready until this file exists. Calling it
-// again with the same config is cheap and repairs deleted rules.
+// again with the same config rewrites nothing but re-checks the rules (a
+// few iptables runs) and repairs deleted ones.
 func (c CNIConfig) Write(confDir string) error {
 	data, err := c.Marshal(filepath.Join(filepath.Dir(confDir), "ipam"))
 	if err != nil {

@@ -6,12 +6,19 @@
 //
 // Layout under Config.DataDir (the agent's data directory):
 //
-//	registries.yaml           mirrors, plain-HTTP/insecure registries, credentials (see ParseRegistries)
-//	images/                   image tarballs imported at start when changed
-//	containerd/config.toml    generated at every start of containerd
-//	containerd/containerd.log containerd's output
-//	containerd/root, state    containerd's own root and state directories
-//	containerd/containerd.sock the CRI and containerd API socket (Endpoint)
-//	cni/net.d/                CNI network config (WriteCNIConfig)
-//	cni/ipam/                 host-local IP allocations
+//	registries.yaml                  mirrors, plain-HTTP/insecure registries, credentials (see Registries)
+//	images/                          image tarballs imported at start when changed
+//	containerd/config.toml           generated at every start of containerd (mode 0600: it may hold credentials)
+//	containerd/containerd.log        containerd's output (.1: the previous 50 MiB)
+//	containerd/containerd.pid        the running containerd, to stop one left by a killed agent
+//	containerd/containerd.sock       the CRI and containerd API socket (Endpoint)
+//	containerd/root/                 images, snapshots, metadata
+//	containerd/state/                runtime state: tasks, runc state (runc/), pod network namespaces
+//	containerd/imported-images.json  digests of the imported tarballs
+//	cni/net.d/                       CNI network config (WriteCNIConfig)
+//	cni/ipam/                        host-local IP allocations
+//
+// Outside it: shim sockets in /run/containerd/s/ (named by a hash of this
+// socket, as containerd 1.6 fixes), the pod bridge (cni0 by default) and
+// the nat chains SKIFF-MASQ-<bridge> and portmap's CNI-HOSTPORT-*.
 package cri
