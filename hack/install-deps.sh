@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# Installs what skiff and its tests need and this machine lacks (Debian).
-# Safe to run again: it installs only what is missing.
+# Installs what skiff and its tests need and this machine lacks (Debian,
+# as root). Safe to run again: it installs only what is missing.
+#   containerd, runc, containernetworking-plugins, iptables: the agent's runtime
+#   busybox-static, docker-registry: images and a local registry for the tests
 set -euo pipefail
 
-need=()
-# kubectl is expected on the machine (the tests use kubectl 1.27 and 1.33 beside it).
-command -v kubectl >/dev/null || need+=(kubectl)
+packages=(containerd runc containernetworking-plugins iptables busybox-static docker-registry)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
 
-if [ ${#need[@]} -gt 0 ]; then
+if [ ${#missing[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
-		echo "missing: ${need[*]}; run as root to install them" >&2
+		echo "missing packages: ${missing[*]}; run as root (apt-get install ${missing[*]})" >&2
 		exit 1
 	fi
 	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The end-to-end tests drive the machine's kubectl and kubectl.1.27 … kubectl.1.33 beside it.
+command -v kubectl >/dev/null || { echo "kubectl is not installed on this machine" >&2; exit 1; }
