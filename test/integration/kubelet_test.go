@@ -513,3 +513,33 @@ func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
 }
+
+// TestKubeletDeletionGracePeriod: a container that ignores SIGTERM is
+// killed when the deletion's grace period ends, not before, and then the
+// pod is deleted for good.
+func TestKubeletDeletionGracePeriod(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{})
+	cs := c.Client
+	rt := fakeruntime.New(fakeruntime.Options{Program: func(cfg *runtimeapi.ContainerConfig) fakeruntime.Program {
+		return fakeruntime.Program{IgnoreSIGTERM: true}
+	}})
+	rt.AddRegistryImage("busybox:1.36", fakeruntime.RegistryImage{Size: 1})
+	startNode(t, c, "node-1", rt, t.TempDir())
+	ctx := context.Background()
+
+	pod := kubeletPod("stubborn", "node-1", busybox("app", "sleep", "3600"))
+	pod.Spec.TerminationGracePeriodSeconds = ptr64(3)
+	createPod(t, cs, pod)
+	waitPod(t, cs, "stubborn", "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	start := time.Now()
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "stubborn", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "pod gone", 30*time.Second, func() (bool, error) {
+		_, err := cs.CoreV1().Pods("default").Get(ctx, "stubborn", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if took := time.Since(start); took < 3*time.Second {
+		t.Errorf("pod went after %v, before its 3s grace period", took)
+	}
+}
