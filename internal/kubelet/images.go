@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/distribution/reference"
@@ -15,10 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
-
-// pullErrors remembers the last pull error per pod and image, shown in
-// the ImagePullBackOff message as the kubelet does.
-var pullErrors sync.Map
 
 // ensureImage makes the container's image present according to its pull
 // policy. On failure it returns the waiting reason (InvalidImageName,
@@ -59,12 +54,12 @@ func (k *Kubelet) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 	if k.pullBack.IsInBackOffSinceUpdate(key, k.clock.Now()) {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		k.event(pod, c.Name, corev1.EventTypeNormal, "BackOff", msg)
-		if prev, ok := pullErrors.Load(key); ok {
+		if prev, ok := k.pullErrors.Load(key); ok {
 			msg = fmt.Sprintf("%s: %s", msg, prev)
 		}
 		return "", "ImagePullBackOff", msg, errors.New(msg)
 	}
-	pullErrors.Delete(key)
+	k.pullErrors.Delete(key)
 	k.event(pod, c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
 	start := k.clock.Now()
 	auths := k.pullAuths(ctx, pod, image)
@@ -78,7 +73,7 @@ func (k *Kubelet) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 	if err != nil {
 		k.event(pod, c.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
 		k.pullBack.Next(key, k.clock.Now())
-		pullErrors.Store(key, "ErrImagePull: "+err.Error())
+		k.pullErrors.Store(key, "ErrImagePull: "+err.Error())
 		return "", "ErrImagePull", err.Error(), err
 	}
 	took := k.clock.Since(start).Truncate(time.Millisecond)

@@ -93,8 +93,11 @@ type Kubelet struct {
 
 	podLister listerscorev1.PodLister
 	pullBack  *flowcontrol.Backoff
-	probes    *probeManager
-	status    *statusManager
+	// pullErrors remembers the last pull error per pod and image, shown
+	// in the ImagePullBackOff message as the kubelet does.
+	pullErrors sync.Map
+	probes     *probeManager
+	status     *statusManager
 
 	mu               sync.Mutex
 	workers          map[types.UID]*podWorker
