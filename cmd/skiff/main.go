@@ -20,6 +20,7 @@ const usage = `skiff: a Kubernetes-compatible container orchestrator in one bina
 
 Usage:
   skiff server [flags]     run the control plane (etcd, API server) on this machine
+  skiff agent [flags]      run a node that joins a server
   skiff kubectl [args...]  run kubectl against the local server (KUBECONFIG or <data-dir>/kubeconfig.yaml)
   skiff version            print the version
 
@@ -34,6 +35,8 @@ func main() {
 	switch os.Args[1] {
 	case "server":
 		os.Exit(runServer(os.Args[2:]))
+	case "agent":
+		os.Exit(runAgent(os.Args[2:]))
 	case "kubectl":
 		os.Exit(app.RunKubectl(os.Args[2:]))
 	case "version", "--version":
@@ -56,10 +59,24 @@ func runServer(args []string) int {
 	fs.StringVar(&etcdServers, "etcd-servers", "", "comma-separated URLs of an external etcd cluster (default: run etcd embedded)")
 	fs.BoolVar(&cfg.DisableAgent, "disable-agent", false, "run only the control plane, no local node")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	var labels, taints string
+	fs.StringVar(&cfg.NodeName, "node-name", "", "the local node's name (default: host name)")
+	fs.StringVar(&labels, "node-labels", "", "labels to add to the local Node: key=value,...")
+	fs.StringVar(&taints, "register-with-taints", "", "taints of the local Node at registration: key=value:Effect,...")
+	fs.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of the local node (default: start containerd)")
+	fs.StringVar(&cfg.PodCIDR, "pod-cidr", app.DefaultPodCIDR, "the local node's pod range until spec.podCIDR is assigned")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	var err error
+	if cfg.NodeLabels, err = app.ParseNodeLabels(labels); err == nil {
+		cfg.Taints, err = app.ParseTaints(taints)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "skiff server: %v\n", err)
 		return 2
 	}
 	if etcdServers != "" {
@@ -69,6 +86,43 @@ func runServer(args []string) int {
 	defer stop()
 	if err := app.RunServer(ctx, cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "skiff server: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func runAgent(args []string) int {
+	fs := flag.NewFlagSet("skiff agent", flag.ContinueOnError)
+	cfg := app.AgentConfig{}
+	var labels, taints string
+	fs.StringVar(&cfg.ServerURL, "server", "", "URL of the API server (https://host:6443)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig with the agent's credentials")
+	fs.StringVar(&cfg.DataDir, "data-dir", app.DefaultDataDir(), "data directory (the agent uses <data-dir>/agent)")
+	fs.StringVar(&cfg.NodeName, "node-name", "", "Node name (default: host name)")
+	fs.StringVar(&labels, "node-labels", "", "labels to add to the Node: key=value,...")
+	fs.StringVar(&taints, "register-with-taints", "", "taints at registration: key=value:Effect,...")
+	fs.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint (default: start containerd)")
+	fs.StringVar(&cfg.PodCIDR, "pod-cidr", app.DefaultPodCIDR, "pod range until spec.podCIDR is assigned")
+	fs.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: detected)")
+	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var err error
+	if cfg.NodeLabels, err = app.ParseNodeLabels(labels); err == nil {
+		cfg.Taints, err = app.ParseTaints(taints)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "skiff agent: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := app.RunAgent(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "skiff agent: %v\n", err)
 		return 1
 	}
 	return 0

@@ -45,6 +45,13 @@ type ServerConfig struct {
 	EtcdServers  []string
 	DisableAgent bool
 	LogLevel     string
+	// The local agent's node: name (default: host name), labels, taints,
+	// and a CRI endpoint to use instead of starting containerd.
+	NodeName                 string
+	NodeLabels               map[string]string
+	Taints                   []corev1.Taint
+	ContainerRuntimeEndpoint string
+	PodCIDR                  string
 	// OnReady, when set, is called once the server answers requests, with
 	// its URL and the admin kubeconfig's path (in-process test clusters).
 	OnReady func(url, kubeconfig string)
@@ -205,6 +212,16 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		}
 		if err := startControllers(gctx, g, rc, cs); err != nil {
 			return err
+		}
+		if !cfg.DisableAgent {
+			g.Go(func() error {
+				return RunAgent(gctx, AgentConfig{
+					RESTConfig: rc, DataDir: cfg.DataDir, NodeName: cfg.NodeName,
+					NodeLabels: cfg.NodeLabels, Taints: cfg.Taints,
+					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR,
+					LogLevel: cfg.LogLevel,
+				})
+			})
 		}
 		slog.Info("skiff server is ready", "url", serverURL, "kubeconfig", kubeconfigPath)
 		if cfg.OnReady == nil {
