@@ -65,6 +65,7 @@ func runServer(args []string) int {
 	fs.StringVar(&taints, "register-with-taints", "", "taints of the local Node at registration: key=value:Effect,...")
 	fs.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of the local node (default: start containerd)")
 	fs.StringVar(&cfg.PodCIDR, "pod-cidr", app.DefaultPodCIDR, "the local node's pod range until spec.podCIDR is assigned")
+	fs.StringVar(&cfg.CNIBridge, "cni-bridge", "cni0", "the local node's pod bridge (agents side by side need their own)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -103,6 +104,7 @@ func runAgent(args []string) int {
 	fs.StringVar(&taints, "register-with-taints", "", "taints at registration: key=value:Effect,...")
 	fs.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint (default: start containerd)")
 	fs.StringVar(&cfg.PodCIDR, "pod-cidr", app.DefaultPodCIDR, "pod range until spec.podCIDR is assigned")
+	fs.StringVar(&cfg.CNIBridge, "cni-bridge", "cni0", "pod bridge (agents side by side on one machine need their own)")
 	fs.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: detected)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {

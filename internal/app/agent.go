@@ -44,8 +44,11 @@ type AgentConfig struct {
 	// 10.42.0.0/24 when empty.
 	PodCIDR string
 	// NodeIP is the node's InternalIP; detected when empty.
-	NodeIP   string
-	LogLevel string
+	NodeIP string
+	// CNIBridge is the pods' bridge; cri.DefaultBridge (cni0) when empty.
+	// Two agents on one machine need bridges (and pod CIDRs) of their own.
+	CNIBridge string
+	LogLevel  string
 }
 
 // DefaultPodCIDR is the pod range of a node without spec.podCIDR.
@@ -103,7 +106,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		}
 		endpoint = ctd.Endpoint()
 		onPodCIDR = func(cidr string) {
-			if err := cri.WriteCNIConfig(ctd.CNIConfDir(), cidr); err != nil {
+			if err := (cri.CNIConfig{PodCIDR: cidr, Bridge: cfg.CNIBridge}).Write(ctd.CNIConfDir()); err != nil {
 				slog.Error("write CNI config", "podCIDR", cidr, "err", err)
 			}
 		}

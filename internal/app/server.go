@@ -52,6 +52,7 @@ type ServerConfig struct {
 	Taints                   []corev1.Taint
 	ContainerRuntimeEndpoint string
 	PodCIDR                  string
+	CNIBridge                string
 	// OnReady, when set, is called once the server answers requests, with
 	// its URL and the admin kubeconfig's path (in-process test clusters).
 	OnReady func(url, kubeconfig string)
@@ -218,7 +219,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 				return RunAgent(gctx, AgentConfig{
 					RESTConfig: rc, DataDir: cfg.DataDir, NodeName: cfg.NodeName,
 					NodeLabels: cfg.NodeLabels, Taints: cfg.Taints,
-					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR,
+					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR, CNIBridge: cfg.CNIBridge,
 					LogLevel: cfg.LogLevel,
 				})
 			})
