@@ -49,6 +49,9 @@ type Config struct {
 	// once 100 feasible nodes are found; 0 adapts to the cluster's size as
 	// kube-scheduler does (50% minus 1% per 125 nodes, at least 5%).
 	PercentageOfNodesToScore int
+	// PodInitialBackoff and PodMaxBackoff bound the back-off of a pod that
+	// failed to schedule: 1s doubling up to 10s by default.
+	PodInitialBackoff, PodMaxBackoff time.Duration
 	// MaxInFlightBindings bounds the bindings running at once; the loop
 	// waits when it is reached. Default 512.
 	MaxInFlightBindings int

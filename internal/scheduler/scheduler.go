@@ -69,8 +69,9 @@ func New(cfg Config) (*Scheduler, error) {
 		client: cfg.Client,
 		clock:  cfg.Clock,
 		cache:  cache.New(),
-		queue:  queue.New(queue.Options{Clock: cfg.Clock}),
-		slots:  make(chan struct{}, cfg.MaxInFlightBindings),
+		queue: queue.New(queue.Options{Clock: cfg.Clock,
+			InitialBackoff: cfg.PodInitialBackoff, MaxBackoff: cfg.PodMaxBackoff}),
+		slots: make(chan struct{}, cfg.MaxInFlightBindings),
 	}
 	s.factory = cfg.Informers
 	if s.factory == nil {

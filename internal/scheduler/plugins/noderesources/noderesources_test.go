@@ -17,7 +17,9 @@ func TestFitFilter(t *testing.T) {
 	}
 	// 3 cpu and 6Gi already requested by one pod.
 	existing := []*corev1.Pod{fixture.Pod("e").Node("n").Req("3", "6Gi").Obj()}
-	status := func(code framework.Code, reasons ...string) *framework.Status { return framework.NewStatus(code, reasons...) }
+	status := func(code framework.Code, reasons ...string) *framework.Status {
+		return framework.NewStatus(code, reasons...)
+	}
 	tests := []struct {
 		name     string
 		pod      *corev1.Pod
