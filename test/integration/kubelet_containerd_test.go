@@ -50,16 +50,13 @@ func startAgent(t *testing.T, c *framework.Cluster, dataDir string) func() {
 // the journey, a liveness restart, deletion, and an agent restart that
 // keeps containers.
 func TestKubeletContainerd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real containerd: not in -short")
-	}
 	for _, bin := range []string{"containerd", "runc"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not installed", bin)
+			t.Fatalf("%s not installed: run hack/install-deps.sh (make test does)", bin)
 		}
 	}
 	if _, err := os.Stat(testimages.BusyboxBinary); err != nil {
-		t.Skip("busybox-static not installed")
+		t.Fatal("busybox-static not installed: run hack/install-deps.sh (make test does)")
 	}
 	_, image := testimages.NewTestRegistry(t)
 	c := framework.NewCluster(t, framework.Options{})

@@ -44,7 +44,7 @@ func TestHelperAgent(t *testing.T) {
 // container running.
 func TestAgentKilled(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to run containerd")
+		t.Fatal("needs root to run containerd (make test runs as root)")
 	}
 	dataDir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAgent$", "-test.count=1")

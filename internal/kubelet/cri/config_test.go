@@ -194,7 +194,7 @@ func TestConfigRender(t *testing.T) {
 	}
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
-		t.Skip("containerd not installed; cannot check that it parses the config")
+		t.Fatal("containerd not installed (hack/install-deps.sh): cannot check that it parses the config")
 	}
 	path := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -330,7 +330,7 @@ func TestChooseSnapshotter(t *testing.T) {
 		t.Errorf("forced native: got %q (%s)", name, reason)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
+		t.Fatal("mounting needs root (make test runs as root)")
 	}
 	name, reason := chooseSnapshotter("", dir)
 	if tryOverlayMount(dir) == nil && name != SnapshotterOverlay {
@@ -366,7 +366,7 @@ func TestRotateLog(t *testing.T) {
 // bridge of its own (no traffic).
 func TestMasquerade(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("iptables needs root")
+		t.Fatal("iptables needs root (make test runs as root)")
 	}
 	bridge := "skm" + randomHex(4)
 	chain := masqueradeChain(bridge)

@@ -81,7 +81,7 @@ func (rt *testRuntime) exec(t *testing.T, id string, cmd ...string) string {
 }
 
 // pull pulls image and returns its size as the CRI reports it.
-func (rt *testRuntime) pull(t *testing.T, image string, auth *runtimeapi.AuthConfig) {
+func (rt *testRuntime) pull(t testing.TB, image string, auth *runtimeapi.AuthConfig) {
 	t.Helper()
 	ctx := context.Background()
 	ref, err := rt.client.Images.PullImage(ctx, &runtimeapi.ImageSpec{Image: image}, auth, nil)
@@ -412,7 +412,7 @@ func freeTCPPort(t *testing.T) int {
 // process behind.
 func TestStartFailure(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to run containerd")
+		t.Fatal("needs root to run containerd (make test runs as root)")
 	}
 	dir := t.TempDir()
 	start := time.Now()

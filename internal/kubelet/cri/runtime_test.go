@@ -49,10 +49,10 @@ type runtimeOptions struct {
 // startTestRuntime starts containerd under a temporary directory and
 // connects to it; everything is stopped and removed when the test ends:
 // pod sandboxes, containerd (checked to be gone), the bridge.
-func startTestRuntime(t *testing.T, opts runtimeOptions) *testRuntime {
+func startTestRuntime(t testing.TB, opts runtimeOptions) *testRuntime {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to run containerd")
+		t.Fatal("needs root to run containerd (make test runs as root)")
 	}
 	dataDir := opts.dataDir
 	if dataDir == "" {
@@ -93,7 +93,7 @@ func startTestRuntime(t *testing.T, opts runtimeOptions) *testRuntime {
 // stop removes all sandboxes, stops containerd, checks that no process of
 // this containerd remains and deletes the bridge.
 // It does nothing the second time.
-func (rt *testRuntime) stop(t *testing.T) {
+func (rt *testRuntime) stop(t testing.TB) {
 	if rt.stopped {
 		return
 	}
@@ -147,7 +147,7 @@ func (rt *testRuntime) stop(t *testing.T) {
 }
 
 // waitNetworkReady polls the CRI status until the network is ready.
-func (rt *testRuntime) waitNetworkReady(t *testing.T) {
+func (rt *testRuntime) waitNetworkReady(t testing.TB) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "CRI NetworkReady", func() (bool, string) {
 		st, err := rt.client.Runtime.Status(context.Background(), false)
@@ -164,7 +164,7 @@ func (rt *testRuntime) waitNetworkReady(t *testing.T) {
 }
 
 // waitFor polls cond every 50ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -201,7 +201,7 @@ func processesMentioning(s string) []string {
 
 // freePodCIDR picks a random 10.x.y.0/24 that overlaps no address or route
 // of this machine.
-func freePodCIDR(t *testing.T) netip.Prefix {
+func freePodCIDR(t testing.TB) netip.Prefix {
 	t.Helper()
 	var used []netip.Prefix
 	addrs, _ := net.InterfaceAddrs()
