@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -284,6 +285,17 @@ func newStores(client *clientv3.Client, resources []*registry.Resource) (map[str
 	}, nil
 }
 
+// systemPriorityClasses are the priority classes Kubernetes creates at
+// start, with its values and descriptions.
+var systemPriorityClasses = []schedulingv1.PriorityClass{
+	{ObjectMeta: metav1.ObjectMeta{Name: "system-node-critical"}, Value: 2000001000,
+		Description: "Used for system critical pods that must not be moved from their current node."},
+	{ObjectMeta: metav1.ObjectMeta{Name: "system-cluster-critical"}, Value: 2000000000,
+		Description: "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."},
+}
+
+// bootstrapNamespaces creates the system namespaces (retrying until the
+// API answers) and the system priority classes.
 func bootstrapNamespaces(ctx context.Context, cs kubernetes.Interface) error {
 	for _, name := range systemNamespaces {
 		for {
@@ -300,6 +312,12 @@ func bootstrapNamespaces(ctx context.Context, cs kubernetes.Interface) error {
 				return ctx.Err()
 			case <-time.After(200 * time.Millisecond):
 			}
+		}
+	}
+	for i := range systemPriorityClasses {
+		_, err := cs.SchedulingV1().PriorityClasses().Create(ctx, &systemPriorityClasses[i], metav1.CreateOptions{FieldManager: "skiff"})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("bootstrap priority class %s: %w", systemPriorityClasses[i].Name, err)
 		}
 	}
 	return nil
