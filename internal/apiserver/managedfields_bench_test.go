@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/pods"
 )
@@ -33,6 +35,27 @@ func BenchmarkManagedFieldsCreate(b *testing.B) {
 			p := benchCreatePod()
 			p.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
 			tv, err := typeConverter.ObjectToTyped(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			set, err := tv.ToFieldSet()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := set.ToJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("unstructured-fieldset", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			p := benchCreatePod()
+			p.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tv, err := typeConverter.ObjectToTyped(&unstructured.Unstructured{Object: m})
 			if err != nil {
 				b.Fatal(err)
 			}
