@@ -54,6 +54,9 @@ func TestStreaming(t *testing.T) {
 					t.Fatalf("create pod %s: %v", p.Name, err)
 				}
 			}
+			// Delete the pods before the server stops, so that no container (and no
+			// containerd state) outlives the test.
+			t.Cleanup(func() { deletePods(t, cs, "web", "crasher") })
 			waitPodCond(t, ctx, cs, "web", "Running with both containers ready", func(p *corev1.Pod) bool {
 				return p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 2 &&
 					p.Status.ContainerStatuses[0].Ready && p.Status.ContainerStatuses[1].Ready
@@ -152,6 +155,22 @@ func TestStreaming(t *testing.T) {
 			})
 		})
 	}
+}
+
+// deletePods deletes pods in default and waits until they are gone.
+func deletePods(t *testing.T, cs kubernetes.Interface, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, name := range names {
+		if err := cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete pod %s: %v", name, err)
+		}
+	}
+	pollE2E(t, ctx, "pods deleted", 2*time.Minute, func() bool {
+		list, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0
+	})
 }
 
 // streamingPod is a pod bound to node running image in each container.
