@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -41,6 +42,9 @@ type Config struct {
 	Version version.Info
 	// Clock stamps creation and deletion times; nil means the real clock.
 	Clock clock.PassiveClock
+	// KubeletClientTLS is how the server reaches kubelets (pods/log, exec,
+	// attach, portforward); nil answers those 501.
+	KubeletClientTLS *tls.Config
 	// Ready reports whether the server may answer /readyz with ok (storage
 	// reachable, start-up done); nil means always.
 	Ready func(ctx context.Context) error
@@ -56,6 +60,7 @@ type Server struct {
 	groupOrder []string
 	namespaces *namespaceCache
 	metrics    *metrics
+	kubelet    *kubeletProxy
 	ready      atomic.Bool
 }
 
@@ -98,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: namespaces store is required")
 	}
 	s.namespaces = newNamespaceCache(nsStore)
+	s.kubelet = s.newKubeletProxyFor(cfg.KubeletClientTLS)
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	"github.com/skiff-sh/skiff/internal/kubelet/cri"
+	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
+	"github.com/skiff-sh/skiff/internal/pki"
 )
 
 // AgentConfig is what `skiff agent` (and the local agent of `skiff
@@ -123,8 +126,16 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 	defer conn.Close()
+	// The kubelet's HTTPS API listens on a port of its own so that agents
+	// side by side on one machine do not clash.
+	kubeletLn, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return fmt.Errorf("kubelet API listener: %w", err)
+	}
+	defer kubeletLn.Close()
 	k, err := kubelet.New(kubelet.Config{
-		NodeName: cfg.NodeName, Client: client, Runtime: conn.Runtime, Images: conn.Images,
+		KubeletPort: int32(kubeletLn.Addr().(*net.TCPAddr).Port),
+		NodeName:    cfg.NodeName, Client: client, Runtime: conn.Runtime, Images: conn.Images,
 		DataDir: filepath.Join(agentDir, "kubelet"), PodCIDR: cfg.PodCIDR, OnPodCIDR: onPodCIDR,
 		NodeLabels: cfg.NodeLabels, RegisterWithTaints: cfg.Taints, NodeIP: cfg.NodeIP,
 		Version: Version().GitVersion,
@@ -133,6 +144,18 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 	g.Go(func() error { return k.Run(gctx) })
+	kubeletTLS, err := pki.KubeletServingTLSConfig(cfg.DataDir, cfg.NodeName, append(pki.DefaultServingHosts(), cfg.NodeIP))
+	if err != nil {
+		// A remote agent has no CA key to sign its serving certificate
+		// until nodes can join with certificates of their own.
+		slog.Warn("kubelet API disabled: logs, exec, attach and port-forward are unavailable on this node", "node", cfg.NodeName, "err", err)
+	} else {
+		ks, err := kubeletserver.New(kubeletserver.Config{Runtime: conn.Runtime, Pods: k, TLS: kubeletTLS, Listener: kubeletLn})
+		if err != nil {
+			return fmt.Errorf("kubelet API: %w", err)
+		}
+		g.Go(func() error { return ks.Run(gctx) })
+	}
 	return g.Wait()
 }
 

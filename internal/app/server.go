@@ -124,16 +124,21 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	defer closeStores()
 
+	kubeletTLS, err := pki.KubeletClientTLSConfig(cfg.DataDir)
+	if err != nil {
+		return err
+	}
 	openAPI, err := openapi.New(resources)
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
 	}
 	api, err := apiserver.New(apiserver.Config{
-		OpenAPI:      openAPI,
-		Resources:    resources,
-		Stores:       stores,
-		Authenticate: authenticateClientCert,
-		Version:      Version(),
+		OpenAPI:          openAPI,
+		KubeletClientTLS: kubeletTLS,
+		Resources:        resources,
+		Stores:           stores,
+		Authenticate:     authenticateClientCert,
+		Version:          Version(),
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()

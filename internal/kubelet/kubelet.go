@@ -31,6 +31,9 @@ import (
 type Config struct {
 	// NodeName names the Node object; required.
 	NodeName string
+	// KubeletPort is the port of the kubelet's HTTPS API, reported in the
+	// Node's daemonEndpoints; 10250 when zero.
+	KubeletPort int32
 	// Client reaches the API server; required.
 	Client kubernetes.Interface
 	// Runtime and Images are the CRI services; required.
@@ -283,4 +286,25 @@ func findContainer(pod *corev1.Pod, name string) (*corev1.Container, bool) {
 		}
 	}
 	return nil, false
+}
+
+// GetPodByName returns a pod bound to this node with the newest status the
+// kubelet knows, for the kubelet's HTTPS API (logs, exec, attach).
+func (k *Kubelet) GetPodByName(namespace, name string) (*corev1.Pod, bool) {
+	if k.podLister == nil {
+		return nil, false
+	}
+	pod, err := k.podLister.Pods(namespace).Get(name)
+	if err != nil {
+		return nil, false
+	}
+	return k.status.withLatest(pod), true
+}
+
+// kubeletPort is the port reported in the Node's daemonEndpoints.
+func (k *Kubelet) kubeletPort() int32 {
+	if k.cfg.KubeletPort != 0 {
+		return k.cfg.KubeletPort
+	}
+	return 10250
 }

@@ -133,7 +133,7 @@ func (k *Kubelet) desiredNodeStatus(ctx context.Context, old corev1.NodeStatus) 
 		Phase:       old.Phase,
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: k.hostIPs[0]},
 			{Type: corev1.NodeHostName, Address: hostname}},
-		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: k.kubeletPort()}},
 		NodeInfo: corev1.NodeSystemInfo{
 			MachineID: m.MachineID, SystemUUID: m.SystemUUID, BootID: m.BootID, KernelVersion: m.Kernel, OSImage: m.OSImage,
 			ContainerRuntimeVersion: k.runtimeName + "://" + k.runtimeVersion, KubeletVersion: k.cfg.Version,
