@@ -29,7 +29,7 @@ type podEvent struct {
 // podRecorder records every watch event about the pods of one namespace,
 // from its start until the test ends.
 type podRecorder struct {
-	t      *testing.T
+	t      testing.TB
 	ns     string
 	mu     sync.Mutex
 	events []podEvent
@@ -38,7 +38,7 @@ type podRecorder struct {
 
 // recordPods starts recording the pods of ns through a client-go watch
 // that resumes from the last resourceVersion when the connection drops.
-func recordPods(t *testing.T, cs kubernetes.Interface, ns string) *podRecorder {
+func recordPods(t testing.TB, cs kubernetes.Interface, ns string) *podRecorder {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
