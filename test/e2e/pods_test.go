@@ -511,7 +511,7 @@ func (e *podsEnv) testReadiness(t *testing.T) {
 	rec := recordPods(t, e.cs, ns)
 	watcher := e.s.KubectlBackground(t, "1.33", "get", "pods", "-n", ns, "-w")
 	applyManifests(t, k, ns, podManifest{Name: name, Node: e.node, Image: e.image,
-		Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 8; touch /tmp/ready; sleep 600 & wait"},
+		Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 10; touch /tmp/ready; sleep 600 & wait"},
 		ContainerExtra: "    readinessProbe:\n      exec:\n        command: [cat, /tmp/ready]\n" +
 			"      periodSeconds: 1\n",
 	}.yaml())
