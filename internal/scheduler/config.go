@@ -53,7 +53,8 @@ type Config struct {
 	// failed to schedule: 1s doubling up to 10s by default.
 	PodInitialBackoff, PodMaxBackoff time.Duration
 	// MaxInFlightBindings bounds the bindings running at once; the loop
-	// waits when it is reached. Default 512.
+	// waits when it is reached. Default 64: with the scheduler's other
+	// requests it stays under the streams one HTTP/2 connection carries.
 	MaxInFlightBindings int
 	// LeaderElection configures the Lease that decides which scheduler
 	// schedules.
@@ -94,7 +95,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("scheduler: PercentageOfNodesToScore %d is not within [0, 100]", c.PercentageOfNodesToScore)
 	}
 	if c.MaxInFlightBindings <= 0 {
-		c.MaxInFlightBindings = 512
+		c.MaxInFlightBindings = 64
 	}
 	le := &c.LeaderElection
 	if le.Namespace == "" {

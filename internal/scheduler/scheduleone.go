@@ -148,6 +148,10 @@ func (s *Scheduler) report(ctx context.Context, pod *corev1.Pod, reason, msg str
 	s.inFlight.Add(1)
 	go func() {
 		defer s.inFlight.Done()
+		if !s.acquireWrite(ctx) {
+			return
+		}
+		defer s.releaseWrite()
 		if err := s.patchPodStatus(ctx, pod, status); err != nil && !apierrors.IsNotFound(err) {
 			s.log.Info("updating pod status", "pod", key(pod), "err", err)
 		}
@@ -216,6 +220,10 @@ func (s *Scheduler) preempt(ctx context.Context, preemptor *corev1.Pod, res *fra
 	s.inFlight.Add(1)
 	go func() {
 		defer s.inFlight.Done()
+		if !s.acquireWrite(ctx) {
+			return
+		}
+		defer s.releaseWrite()
 		for _, victim := range res.Victims {
 			status, changed := podStatusWithCondition(victim, corev1.PodCondition{
 				Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler,
@@ -253,3 +261,15 @@ func podStatusWithNominated(pod *corev1.Pod, nominate *string) (*corev1.PodStatu
 	status.NominatedNodeName = *nominate
 	return status, true
 }
+
+// acquireWrite takes a slot for an API write; false when ctx ended first.
+func (s *Scheduler) acquireWrite(ctx context.Context) bool {
+	select {
+	case s.writes <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Scheduler) releaseWrite() { <-s.writes }

@@ -28,6 +28,12 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler/queue"
 )
 
+// maxInFlightWrites bounds the API writes other than bindings (status
+// patches, deletions, events) in flight. With MaxInFlightBindings it keeps
+// the scheduler's requests under the 250 streams one HTTP/2 connection to
+// the API server carries: beyond that the client dials more connections.
+const maxInFlightWrites = 32
+
 // Scheduler assigns pending pods to nodes. Build it with New, run it with
 // Run.
 type Scheduler struct {
@@ -51,9 +57,11 @@ type Scheduler struct {
 	// bind is the API call that binds; tests replace it.
 	bind func(ctx context.Context, pod *corev1.Pod, node string) error
 	// inFlight tracks the goroutines a cycle leaves behind (bindings,
-	// status updates, preemption); slots bounds the bindings.
+	// status updates, preemption); slots bounds the bindings, writes the
+	// other API calls they make.
 	inFlight sync.WaitGroup
 	slots    chan struct{}
+	writes   chan struct{}
 	leading  atomic.Bool
 }
 
@@ -71,7 +79,8 @@ func New(cfg Config) (*Scheduler, error) {
 		cache:  cache.New(),
 		queue: queue.New(queue.Options{Clock: cfg.Clock,
 			InitialBackoff: cfg.PodInitialBackoff, MaxBackoff: cfg.PodMaxBackoff}),
-		slots: make(chan struct{}, cfg.MaxInFlightBindings),
+		slots:  make(chan struct{}, cfg.MaxInFlightBindings),
+		writes: make(chan struct{}, maxInFlightWrites),
 	}
 	s.factory = cfg.Informers
 	if s.factory == nil {
@@ -79,7 +88,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s.recorder = cfg.Recorder
 	if s.recorder == nil {
-		s.broadcaster = events.NewBroadcaster(&events.EventSinkImpl{Interface: cfg.Client.EventsV1()})
+		s.broadcaster = events.NewBroadcaster(newBoundedSink(&events.EventSinkImpl{Interface: cfg.Client.EventsV1()}, maxInFlightWrites))
 		s.recorder = s.broadcaster.NewRecorder(scheme.Scheme, cfg.SchedulerName)
 	}
 	s.bind = s.bindThroughAPI

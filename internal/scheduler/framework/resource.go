@@ -139,6 +139,27 @@ var nonZeroOptions = resourcehelper.PodResourcesOptions{
 func podRequests(pod *corev1.Pod) (req Resource, nonZeroCPU, nonZeroMem int64) {
 	req = NewResource(resourcehelper.PodRequests(pod, podRequestOptions))
 	req.AllowedPodNumber = 0
+	if setsCPUAndMemory(pod) {
+		// No default to apply: the non-zero requests are the requests.
+		return req, req.MilliCPU, req.Memory
+	}
 	nz := resourcehelper.PodRequests(pod, nonZeroOptions)
 	return req, nz.Cpu().MilliValue(), nz.Memory().Value()
+}
+
+// setsCPUAndMemory reports whether every container of the pod sets both a
+// cpu and a memory request.
+func setsCPUAndMemory(pod *corev1.Pod) bool {
+	for _, list := range [2][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			r := list[i].Resources.Requests
+			if _, ok := r[corev1.ResourceCPU]; !ok {
+				return false
+			}
+			if _, ok := r[corev1.ResourceMemory]; !ok {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -82,6 +82,8 @@ func Cluster(rng *rand.Rand, opts Options) ([]*corev1.Node, []*corev1.Pod) {
 				b.NodeSelector("disk", "ssd")
 			case 2:
 				b.Toleration("dedicated", "gpu", corev1.TaintEffectNoSchedule).ReqList("cpu", cpu, "memory", mem, "example.com/gpu", "1")
+				// Extended resources cannot be overcommitted: limit = request.
+				b.Obj().Spec.Containers[0].Resources.Limits = fixture.ResourceList("example.com/gpu", "1")
 			case 3:
 				b.HostPort(port, "", "")
 			case 4:
