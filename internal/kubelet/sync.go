@@ -61,6 +61,12 @@ func (k *Kubelet) syncPod(ctx context.Context, w *podWorker) (time.Duration, boo
 	p := plan.Compute(plan.Input{Pod: pod, Runtime: rt, Now: now, ProbeFailures: k.probes.failures(pod.UID),
 		BackOff: w.backOff, Terminating: terminating})
 	if !p.Empty() || len(p.Wait) > 0 {
+		if p.CreateSandbox && !terminating {
+			// As the kubelet does, report the pod before the runtime work
+			// (sandbox, pulls, creates) so that users see ContainerCreating
+			// rather than Pending until the containers run.
+			k.report(ctx, w, pod, rt, false)
+		}
 		k.execute(ctx, w, pod, rt, p)
 		if rt, err = k.readRuntime(ctx, pod.UID); err != nil {
 			return retry, false
