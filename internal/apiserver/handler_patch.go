@@ -160,10 +160,10 @@ func (h *resourceHandler) apply(w http.ResponseWriter, r *http.Request, info req
 				return nil, err
 			}
 			m.SetManagedFields(managed)
-			if err := h.validateCreate(obj); err != nil {
+			if err := h.admitCreate(ctx, obj); err != nil {
 				return nil, err
 			}
-			if err := h.admitCreate(ctx, obj); err != nil {
+			if err := h.validateCreate(obj); err != nil {
 				return nil, err
 			}
 		} else {

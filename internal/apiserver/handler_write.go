@@ -154,10 +154,10 @@ func (h *resourceHandler) create(w http.ResponseWriter, r *http.Request, info re
 	if err := h.fillCreate(obj, info.Namespace); err != nil {
 		return err
 	}
-	if err := h.validateCreate(obj); err != nil {
+	if err := h.admitCreate(ctx, obj); err != nil {
 		return err
 	}
-	if err := h.admitCreate(ctx, obj); err != nil {
+	if err := h.validateCreate(obj); err != nil {
 		return err
 	}
 	obj = h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
@@ -180,11 +180,12 @@ func (h *resourceHandler) create(w http.ResponseWriter, r *http.Request, info re
 	return h.writeOutput(w, r, http.StatusCreated, created)
 }
 
-// admitCreate enforces namespace lifecycle: nothing is created in a
-// namespace that does not exist or is terminating.
+// admitCreate enforces namespace lifecycle (nothing is created in a
+// namespace that does not exist or is terminating), then runs the
+// configured admission (Config.Admit).
 func (h *resourceHandler) admitCreate(ctx context.Context, obj runtime.Object) error {
 	if !h.res.Namespaced {
-		return nil
+		return h.admitPlugins(ctx, obj)
 	}
 	ns, name := nameOf(obj)
 	nsObj, err := h.s.namespaces.get(ctx, ns)
@@ -194,7 +195,15 @@ func (h *resourceHandler) admitCreate(ctx context.Context, obj runtime.Object) e
 	if nsObj.Status.Phase == corev1.NamespaceTerminating || nsObj.DeletionTimestamp != nil {
 		return apierrors.NewForbidden(h.gr, name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 	}
-	return nil
+	return h.admitPlugins(ctx, obj)
+}
+
+// admitPlugins runs the configured admission (Config.Admit) on a create.
+func (h *resourceHandler) admitPlugins(ctx context.Context, obj runtime.Object) error {
+	if h.s.cfg.Admit == nil {
+		return nil
+	}
+	return h.s.cfg.Admit(ctx, h.res.Name, obj)
 }
 
 // prepareUpdate carries over from current what the writer may not change

@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/clock"
@@ -42,6 +43,10 @@ type Config struct {
 	Version version.Info
 	// Clock stamps creation and deletion times; nil means the real clock.
 	Clock clock.PassiveClock
+	// Admit, when set, runs on every create after defaults and before
+	// validation, with the resource's name; it may mutate obj (priority
+	// admission) or refuse it with an API error.
+	Admit func(ctx context.Context, resource string, obj runtime.Object) error
 	// KubeletClientTLS is how the server reaches kubelets (pods/log, exec,
 	// attach, portforward); nil answers those 501.
 	KubeletClientTLS *tls.Config

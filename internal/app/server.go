@@ -12,12 +12,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/version"
@@ -34,6 +36,8 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/pki"
+	"github.com/skiff-sh/skiff/internal/scheduler"
+	"github.com/skiff-sh/skiff/internal/scheduler/priority"
 	"github.com/skiff-sh/skiff/internal/storage"
 	"github.com/skiff-sh/skiff/internal/storage/etcd3"
 )
@@ -45,7 +49,9 @@ type ServerConfig struct {
 	SecurePort   int
 	EtcdServers  []string
 	DisableAgent bool
-	LogLevel     string
+	// DisableScheduler runs no scheduler (tests that run their own).
+	DisableScheduler bool
+	LogLevel         string
 	// The local agent's node: name (default: host name), labels, taints,
 	// and a CRI endpoint to use instead of starting containerd.
 	NodeName                 string
@@ -134,6 +140,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	api, err := apiserver.New(apiserver.Config{
 		OpenAPI:          openAPI,
+		Admit:            admission(stores),
 		KubeletClientTLS: kubeletTLS,
 		Resources:        resources,
 		Stores:           stores,
@@ -217,7 +224,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := bootstrapNamespaces(gctx, cs); err != nil {
 			return err
 		}
-		if err := startControllers(gctx, g, rc, cs); err != nil {
+		if err := startControllers(gctx, g, rc, cs, api.Metrics(), !cfg.DisableScheduler); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
@@ -244,7 +251,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 
 // startControllers runs the controllers of the control plane in g; they
 // reach the API server through client-go like any other client.
-func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface) error {
+func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool) error {
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return err
@@ -262,7 +269,58 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 		factory.Shutdown()
 		return nil
 	})
+	if !withScheduler {
+		return nil
+	}
+	// The scheduler gets a client of its own: protobuf, not rate limited.
+	schedConfig := rest.CopyConfig(rc)
+	schedConfig.QPS, schedConfig.Burst = -1, 0
+	schedConfig.ContentType = "application/vnd.kubernetes.protobuf"
+	schedConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	schedConfig.UserAgent = "default-scheduler"
+	schedClient, err := kubernetes.NewForConfig(schedConfig)
+	if err != nil {
+		return err
+	}
+	sched, err := scheduler.New(scheduler.Config{Client: schedClient, Registry: metrics})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return sched.Run(ctx) })
 	return nil
+}
+
+// admission is the server's admission on create: priority resolution for
+// pods, one global default among priority classes.
+func admission(stores map[string]storage.Store) func(ctx context.Context, resource string, obj runtime.Object) error {
+	classes := func(ctx context.Context) ([]*schedulingv1.PriorityClass, error) {
+		res, err := stores["priorityclasses"].List(ctx, "/registry/priorityclasses/", storage.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*schedulingv1.PriorityClass, 0, len(res.Items))
+		for _, it := range res.Items {
+			out = append(out, it.(*schedulingv1.PriorityClass))
+		}
+		return out, nil
+	}
+	return func(ctx context.Context, resource string, obj runtime.Object) error {
+		switch resource {
+		case "pods":
+			cs, err := classes(ctx)
+			if err != nil {
+				return err
+			}
+			return priority.AdmitPodCreate(obj.(*corev1.Pod), cs)
+		case "priorityclasses":
+			cs, err := classes(ctx)
+			if err != nil {
+				return err
+			}
+			return priority.AdmitClass(obj.(*schedulingv1.PriorityClass), nil, cs)
+		}
+		return nil
+	}
 }
 
 // newStores builds one etcd-backed Store per stored resource.

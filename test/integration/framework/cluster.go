@@ -20,6 +20,9 @@ import (
 type Options struct {
 	// Fsync keeps etcd's fsync on (durability tests); off by default for speed.
 	Fsync bool
+	// DisableScheduler runs the cluster without its scheduler, for tests
+	// that run one of their own.
+	DisableScheduler bool
 	// CompactInterval overrides the 5-minute etcd compaction period.
 	CompactInterval time.Duration
 }

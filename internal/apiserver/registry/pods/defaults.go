@@ -7,15 +7,6 @@ import (
 	"k8s.io/kubectl/pkg/util/qos"
 )
 
-// Priorities of the two built-in priority classes, as the Priority admission
-// plugin resolves them.
-const (
-	systemClusterCritical         = "system-cluster-critical"
-	systemNodeCritical            = "system-node-critical"
-	systemClusterCriticalPriority = int32(2000000000)
-	systemNodeCriticalPriority    = systemClusterCriticalPriority + 1000
-)
-
 const (
 	defaultProbeTimeoutSeconds    = 1
 	defaultProbePeriodSeconds     = 10
@@ -25,15 +16,12 @@ const (
 )
 
 // SetDefaults fills, in place, the fields kube-apiserver defaults on a v1 Pod
-// (pkg/apis/core/v1/defaults.go and the generated defaulters), plus the
-// priority the Priority admission plugin would set for pods without a
-// priority class or with a built-in one:
+// (pkg/apis/core/v1/defaults.go and the generated defaulters):
 //
 //   - spec: restartPolicy Always, dnsPolicy ClusterFirst, schedulerName
 //     default-scheduler, terminationGracePeriodSeconds 30, securityContext {},
-//     enableServiceLinks true, priority 0 (2000000000/2000001000 for the
-//     system-cluster-critical/system-node-critical classes) and preemptionPolicy
-//     PreemptLowerPriority when no other priority class is named,
+//     enableServiceLinks true (priority and preemptionPolicy are priority
+//     admission's, internal/scheduler/priority),
 //     serviceAccount mirrored from serviceAccountName (and back);
 //   - every container (init, regular, ephemeral): imagePullPolicy (Always for
 //     an image tagged :latest or untagged, IfNotPresent otherwise, including
@@ -147,24 +135,6 @@ func setPodSpecDefaults(spec *corev1.PodSpec) {
 		spec.ServiceAccountName = spec.DeprecatedServiceAccount
 	}
 	spec.DeprecatedServiceAccount = spec.ServiceAccountName
-
-	var priority *int32
-	switch spec.PriorityClassName {
-	case "":
-		priority = ptrTo(int32(0))
-	case systemClusterCritical:
-		priority = ptrTo(systemClusterCriticalPriority)
-	case systemNodeCritical:
-		priority = ptrTo(systemNodeCriticalPriority)
-	}
-	if priority != nil {
-		if spec.Priority == nil {
-			spec.Priority = priority
-		}
-		if spec.PreemptionPolicy == nil {
-			spec.PreemptionPolicy = ptrTo(corev1.PreemptLowerPriority)
-		}
-	}
 }
 
 func setContainerDefaults(c *corev1.Container, hostNetwork bool) {

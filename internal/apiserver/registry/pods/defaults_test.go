@@ -35,8 +35,6 @@ func TestSetDefaultsPodSpec(t *testing.T) {
 		TerminationGracePeriodSeconds: ptrTo(int64(30)),
 		SecurityContext:               &corev1.PodSecurityContext{},
 		EnableServiceLinks:            ptrTo(true),
-		Priority:                      ptrTo(int32(0)),
-		PreemptionPolicy:              ptrTo(corev1.PreemptLowerPriority),
 	}
 	if diff := cmp.Diff(want, pod.Spec); diff != "" {
 		t.Errorf("spec (-want +got):\n%s", diff)
@@ -57,7 +55,6 @@ func TestSetDefaultsKeepsClientValues(t *testing.T) {
 	pod.Spec.PreemptionPolicy = ptrTo(corev1.PreemptNever)
 	want := pod.DeepCopy()
 	want.Spec.SecurityContext = &corev1.PodSecurityContext{}
-	want.Spec.Priority = ptrTo(int32(0))
 
 	SetDefaults(pod)
 	if diff := cmp.Diff(want, pod); diff != "" {
@@ -250,31 +247,16 @@ func TestSetDefaultsVolumes(t *testing.T) {
 	}
 }
 
-func TestSetDefaultsPriority(t *testing.T) {
-	tests := []struct {
-		class      string
-		priority   *int32
-		wantPrio   *int32
-		wantPolicy *corev1.PreemptionPolicy
-	}{
-		{class: "", wantPrio: ptrTo(int32(0)), wantPolicy: ptrTo(corev1.PreemptLowerPriority)},
-		{class: "system-cluster-critical", wantPrio: ptrTo(int32(2000000000)), wantPolicy: ptrTo(corev1.PreemptLowerPriority)},
-		{class: "system-node-critical", wantPrio: ptrTo(int32(2000001000)), wantPolicy: ptrTo(corev1.PreemptLowerPriority)},
-		// Other classes are resolved by admission, not here.
-		{class: "high", wantPrio: nil, wantPolicy: nil},
-		{class: "", priority: ptrTo(int32(7)), wantPrio: ptrTo(int32(7)), wantPolicy: ptrTo(corev1.PreemptLowerPriority)},
-	}
-	for _, tc := range tests {
-		t.Run(tc.class, func(t *testing.T) {
+// TestSetDefaultsLeavesPriority: priority and preemptionPolicy come from
+// priority admission (internal/scheduler/priority), never from defaults.
+func TestSetDefaultsLeavesPriority(t *testing.T) {
+	for _, class := range []string{"", "system-cluster-critical", "high"} {
+		t.Run(class, func(t *testing.T) {
 			pod := rawPod(corev1.Container{Name: "app", Image: "nginx"})
-			pod.Spec.PriorityClassName = tc.class
-			pod.Spec.Priority = tc.priority
+			pod.Spec.PriorityClassName = class
 			SetDefaults(pod)
-			if diff := cmp.Diff(tc.wantPrio, pod.Spec.Priority); diff != "" {
-				t.Errorf("priority (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantPolicy, pod.Spec.PreemptionPolicy); diff != "" {
-				t.Errorf("preemptionPolicy (-want +got):\n%s", diff)
+			if pod.Spec.Priority != nil || pod.Spec.PreemptionPolicy != nil {
+				t.Errorf("priority %v preemptionPolicy %v, want both unset", pod.Spec.Priority, pod.Spec.PreemptionPolicy)
 			}
 		})
 	}

@@ -31,6 +31,14 @@ func Resource() *registry.Resource {
 			pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
 			pod.Status = oldPod.Status
 			SetDefaults(pod)
+			// Priority admission resolved these at create; an update that
+			// omits them keeps them (validation forbids changing them).
+			if pod.Spec.Priority == nil {
+				pod.Spec.Priority = oldPod.Spec.Priority
+			}
+			if pod.Spec.PreemptionPolicy == nil {
+				pod.Spec.PreemptionPolicy = oldPod.Spec.PreemptionPolicy
+			}
 		},
 		ValidateUpdate: func(obj, old runtime.Object) field.ErrorList {
 			return ValidateUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
