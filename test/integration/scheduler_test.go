@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -484,17 +487,20 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	}
 
 	var start time.Time
-	var createTime time.Duration
+	var createTime, cpu0 time.Duration
+	var stopProfile func()
 	if precreate {
 		createTime = createAll()
 		b.StartTimer()
-		start = time.Now()
+		stopProfile = startProfile(b)
+		start, cpu0 = time.Now(), processCPU(b)
 		startScheduler(b, c, nil)
 	} else {
 		s := startScheduler(b, c, nil)
 		schedPoll(b, 60*time.Second, "scheduler leading", func(context.Context) (bool, error) { return s.Leading(), nil })
 		b.StartTimer()
-		start = time.Now()
+		stopProfile = startProfile(b)
+		start, cpu0 = time.Now(), processCPU(b)
 		createTime = createAll()
 	}
 	select {
@@ -503,7 +509,12 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 		b.Fatal("not every pod was bound within 20 minutes")
 	}
 	elapsed := time.Since(start)
+	cpuPerPod := (processCPU(b) - cpu0) / time.Duration(numPods)
 	b.StopTimer()
+	stopProfile()
+	// The whole process (API server, etcd, scheduler, clients) shares the
+	// machine with other work: CPU time per pod is the steadier figure.
+	b.ReportMetric(float64(cpuPerPod.Microseconds())/1000, "cpu-ms/pod")
 
 	counts := make([]int, 0, numNodes)
 	for i := 0; i < numNodes; i++ {
@@ -515,8 +526,8 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	b.ReportMetric(float64(counts[len(counts)-1]), "max-pods/node")
 	b.ReportMetric(float64(counts[0]), "min-pods/node")
 	if precreate {
-		b.Logf("%d nodes, %d pods created beforehand (%.0f creates/s): %.0f pods/s from scheduler start to last bind (first bind after %v), pods per node %d..%d",
-			numNodes, numPods, float64(numPods)/createTime.Seconds(), float64(numPods)/elapsed.Seconds(), firstBind.Sub(start), counts[0], counts[len(counts)-1])
+		b.Logf("%d nodes, %d pods created beforehand (%.0f creates/s): %.0f pods/s from scheduler start to last bind (first bind after %v), %v CPU per pod, pods per node %d..%d",
+			numNodes, numPods, float64(numPods)/createTime.Seconds(), float64(numPods)/elapsed.Seconds(), firstBind.Sub(start), cpuPerPod, counts[0], counts[len(counts)-1])
 		return
 	}
 	lat := make([]time.Duration, numPods)
@@ -526,6 +537,35 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
-	b.Logf("%d nodes, %d pods: %.0f pods/s first create to last bind (creates alone %.0f/s), create-to-bind p50 %v p99 %v, pods per node %d..%d",
-		numNodes, numPods, float64(numPods)/elapsed.Seconds(), float64(numPods)/createTime.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100], counts[0], counts[len(counts)-1])
+	b.Logf("%d nodes, %d pods: %.0f pods/s first create to last bind (creates alone %.0f/s), create-to-bind p50 %v p99 %v, %v CPU per pod, pods per node %d..%d",
+		numNodes, numPods, float64(numPods)/elapsed.Seconds(), float64(numPods)/createTime.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100], cpuPerPod, counts[0], counts[len(counts)-1])
+}
+
+// processCPU is the CPU time (user and system) the test process used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// startProfile writes a CPU profile of the measured part of a run to
+// $SKIFF_SCHED_CPUPROFILE, when set; the returned func stops it.
+func startProfile(b *testing.B) func() {
+	path := os.Getenv("SKIFF_SCHED_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }

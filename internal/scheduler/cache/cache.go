@@ -360,9 +360,17 @@ func (c *Cache) UpdateSnapshot(s *Snapshot) {
 		s.imagesGeneration = c.imagesGeneration
 	}
 	if rebuildAll {
+		// Lay the NodeInfos out contiguously, in evaluation order: the
+		// filters walk them in that order for every pod, and adjacent
+		// memory keeps that walk in cache.
+		names := c.tree.list()
+		arena := make([]framework.NodeInfo, 0, len(names))
 		s.nodeInfoList = s.nodeInfoList[:0]
-		for _, name := range c.tree.list() {
+		for _, name := range names {
 			if ni, ok := s.nodeInfoMap[name]; ok {
+				arena = append(arena, *ni)
+				ni = &arena[len(arena)-1]
+				s.nodeInfoMap[name] = ni
 				s.nodeInfoList = append(s.nodeInfoList, ni)
 			}
 		}

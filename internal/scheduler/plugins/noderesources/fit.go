@@ -44,6 +44,9 @@ type Insufficient struct {
 
 // Filter implements framework.FilterPlugin.
 func (*Fit) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
+	if fits(pod, node) {
+		return nil
+	}
 	missing := InsufficientResources(pod, node)
 	if len(missing) == 0 {
 		return nil
@@ -57,6 +60,23 @@ func (*Fit) Filter(_ context.Context, _ *framework.CycleState, pod *framework.Po
 		}
 	}
 	return framework.NewStatus(code, reasons...)
+}
+
+// fits is InsufficientResources without allocating, for the common case.
+func fits(pod *framework.PodInfo, node *framework.NodeInfo) bool {
+	req, alloc, used := &pod.Requests, &node.Allocatable, &node.Requested
+	if int64(len(node.Pods))+1 > alloc.AllowedPodNumber ||
+		req.MilliCPU > 0 && req.MilliCPU > alloc.MilliCPU-used.MilliCPU ||
+		req.Memory > 0 && req.Memory > alloc.Memory-used.Memory ||
+		req.EphemeralStorage > 0 && req.EphemeralStorage > alloc.EphemeralStorage-used.EphemeralStorage {
+		return false
+	}
+	for name, want := range req.ScalarResources {
+		if want > 0 && want > alloc.ScalarResources[name]-used.ScalarResources[name] {
+			return false
+		}
+	}
+	return true
 }
 
 // InsufficientResources lists what node lacks to run pod: the pod count

@@ -41,7 +41,7 @@ var unschedulableTaint = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect
 
 // Filter implements framework.FilterPlugin.
 func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
-	if !node.Node().Spec.Unschedulable {
+	if !node.Unschedulable {
 		return nil
 	}
 	for i := range pod.Pod.Spec.Tolerations {

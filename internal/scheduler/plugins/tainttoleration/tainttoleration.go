@@ -45,7 +45,7 @@ func doNotSchedule(t *corev1.Taint) bool {
 
 // Filter implements framework.FilterPlugin.
 func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
-	taints := node.Node().Spec.Taints
+	taints := node.Taints
 	if len(taints) == 0 {
 		return nil
 	}
@@ -71,7 +71,7 @@ func (s *preScoreState) Clone() framework.StateData { return s }
 func (*Plugin) PreScore(_ context.Context, state *framework.CycleState, pod *framework.PodInfo, nodes []*framework.NodeInfo) *framework.Status {
 	tainted := false
 	for _, n := range nodes {
-		if len(n.Node().Spec.Taints) > 0 {
+		if len(n.Taints) > 0 {
 			tainted = true
 			break
 		}
@@ -98,8 +98,8 @@ func (*Plugin) Score(_ context.Context, state *framework.CycleState, _ *framewor
 	}
 	s := d.(*preScoreState)
 	var n int64
-	for i := range node.Node().Spec.Taints {
-		t := &node.Node().Spec.Taints[i]
+	for i := range node.Taints {
+		t := &node.Taints[i]
 		if t.Effect != corev1.TaintEffectPreferNoSchedule {
 			continue
 		}
