@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -123,7 +124,7 @@ func podScheduled(pod *corev1.Pod) *corev1.PodCondition {
 // fitting node appears, a high-priority pod preempts, and the Lease and
 // metrics exist.
 func TestScheduler(t *testing.T) {
-	c := framework.NewCluster(t, framework.Options{})
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
 	ctx := ctxFor(t)
 	reg := prometheus.NewRegistry()
 	startScheduler(t, c, func(cfg *scheduler.Config) { cfg.Registry = reg })
@@ -221,7 +222,13 @@ func TestScheduler(t *testing.T) {
 		if _, err := nodes.Create(ctx, schedNode(fixture.Node("node-5").Capacity("4", "8Gi", 110).Label("pool", "small")), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		low := schedPod(fixture.Pod("low").Req("3500m", "").Priority(1).NodeSelector("pool", "small"))
+		for name, value := range map[string]int32{"low": 1, "high": 1000} {
+			pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+			if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		low := schedPod(fixture.Pod("low").Req("3500m", "").PriorityClass("low").NodeSelector("pool", "small"))
 		if _, err := pods.Create(ctx, low, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +236,7 @@ func TestScheduler(t *testing.T) {
 			got, err := pods.Get(ctx, "low", metav1.GetOptions{})
 			return err == nil && got.Spec.NodeName == "node-5", err
 		})
-		high := schedPod(fixture.Pod("high").Req("1", "").Priority(1000).NodeSelector("pool", "small"))
+		high := schedPod(fixture.Pod("high").Req("1", "").PriorityClass("high").NodeSelector("pool", "small"))
 		if _, err := pods.Create(ctx, high, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -286,22 +293,51 @@ func TestScheduler(t *testing.T) {
 }
 
 // TestSchedulerProperty: random clusters and pods through the API server,
-// with the scheduler's bindings as concurrent as it makes them; every bound
-// pod passes every filter on its node and no node is over-committed.
+// with the scheduler's bindings as concurrent as it makes them, and with
+// priorities (preemption, its victims deleted gracefully and finished as a
+// kubelet would); every bound pod passes every filter on its node and no
+// node is over-committed.
 func TestSchedulerProperty(t *testing.T) {
-	c := framework.NewCluster(t, framework.Options{})
+	for _, priorities := range []bool{false, true} {
+		t.Run(fmt.Sprintf("priorities=%v", priorities), func(t *testing.T) {
+			testSchedulerProperty(t, priorities)
+		})
+	}
+}
+
+func testSchedulerProperty(t *testing.T, priorities bool) {
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
 	ctx := ctxFor(t)
 	startScheduler(t, c, func(cfg *scheduler.Config) {
 		cfg.PodInitialBackoff, cfg.PodMaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	})
 	rng := rand.New(rand.NewPCG(7, 11))
-	nodes, pods := property.Cluster(rng, property.Options{Nodes: 25, Pods: 300})
+	nodes, pods := property.Cluster(rng, property.Options{Nodes: 25, Pods: 300, Priorities: priorities, PriorityClassNames: true})
+	for _, pc := range property.PriorityClasses() {
+		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, n := range nodes {
 		n.UID = ""
 		if _, err := c.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// A stand-in kubelet: pods being deleted finish terminating at once.
+	w, err := c.Client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		zero := int64(0)
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.DeletionTimestamp != nil && ev.Type != watch.Deleted {
+				_ = c.Client.CoreV1().Pods("default").Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(pods))
 	for w := 0; w < 8; w++ {
@@ -323,9 +359,9 @@ func TestSchedulerProperty(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	// Settled: no pod newly bound and every pending one reported.
-	last, stable := -1, 0
-	schedPoll(t, 120*time.Second, "placements settled", func(ctx context.Context) (bool, error) {
+	// Settled: no pod newly bound or deleted, and every pending one reported.
+	lastBound, lastTotal, stable := -1, -1, 0
+	schedPoll(t, 180*time.Second, "placements settled", func(ctx context.Context) (bool, error) {
 		list, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -339,13 +375,13 @@ func TestSchedulerProperty(t *testing.T) {
 				reported++
 			}
 		}
-		if bound == last && bound+reported == len(list.Items) {
+		if bound == lastBound && len(list.Items) == lastTotal && bound+reported == len(list.Items) {
 			stable++
 		} else {
 			stable = 0
 		}
-		last = bound
-		return stable >= 10, nil
+		lastBound, lastTotal = bound, len(list.Items)
+		return stable >= 25, nil
 	})
 	list, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -362,7 +398,7 @@ func TestSchedulerProperty(t *testing.T) {
 	for _, p := range property.Check(nodes, final) {
 		t.Error(p)
 	}
-	t.Logf("%d nodes, %d pods, %d bound", len(nodes), len(final), bound)
+	t.Logf("%d nodes, %d pods created, %d left (%d preempted), %d bound", len(nodes), len(pods), len(final), len(pods)-len(final), bound)
 	if bound == 0 {
 		t.Error("nothing bound")
 	}
@@ -398,7 +434,7 @@ func BenchmarkSchedulerThroughput(b *testing.B) {
 
 func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	b.StopTimer()
-	c := framework.NewCluster(b, framework.Options{})
+	c := framework.NewCluster(b, framework.Options{DisableScheduler: true})
 	ctx := context.Background()
 	const parallel = 64
 	clients := make([]kubernetes.Interface, parallel)

@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/skiff-sh/skiff/internal/scheduler/cache"
@@ -26,7 +28,22 @@ type Options struct {
 	// Topology spread and inter-pod affinity are then left out: deleting a
 	// victim may legitimately break them for the pods that stay.
 	Priorities bool
+	// PriorityClassNames gives the priorities as priorityClassName (one of
+	// PriorityClasses) rather than spec.priority, for API servers that
+	// admit priorities.
+	PriorityClassNames bool
 }
+
+// PriorityClasses are the classes PriorityClassNames refers to.
+func PriorityClasses() []*schedulingv1.PriorityClass {
+	var out []*schedulingv1.PriorityClass
+	for _, v := range priorities {
+		out = append(out, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", v)}, Value: v})
+	}
+	return out
+}
+
+var priorities = []int32{0, 10, 1000}
 
 // Cluster returns random nodes and pending pods. Pods come in "apps" whose
 // pods share labels and constraints, so that spread and affinity
@@ -63,7 +80,7 @@ func Cluster(rng *rand.Rand, opts Options) ([]*corev1.Node, []*corev1.Pod) {
 		mem := fmt.Sprintf("%dMi", rng.IntN(2048))
 		var priority int32
 		if opts.Priorities {
-			priority = []int32{0, 10, 1000}[rng.IntN(3)]
+			priority = priorities[rng.IntN(len(priorities))]
 		}
 		// Constraints are drawn once per app: its pods share them.
 		port := []int32{80, 443, 8080}[rng.IntN(3)]
@@ -72,7 +89,10 @@ func Cluster(rng *rand.Rand, opts Options) ([]*corev1.Node, []*corev1.Pod) {
 		spreadKey := []string{corev1.LabelTopologyZone, corev1.LabelHostname}[rng.IntN(2)]
 		for i := 0; i < size && len(pods) < opts.Pods; i++ {
 			b := fixture.Pod(fmt.Sprintf("%s-%d", name, i)).Label("app", name).Req(cpu, mem)
-			if opts.Priorities {
+			switch {
+			case opts.Priorities && opts.PriorityClassNames:
+				b.PriorityClass(fmt.Sprintf("p%d", priority))
+			case opts.Priorities:
 				b.Priority(priority)
 			}
 			sel := map[string]string{"app": name}
