@@ -129,6 +129,10 @@ func (s *Scheduler) handleFailure(ctx context.Context, qp *queue.QueuedPodInfo, 
 	}
 	s.queue.AddUnschedulable(qp, requeueOn, schedulerError)
 	s.log.Debug("unable to schedule pod", "pod", key(pod), "reason", reason, "message", msg)
+	// Nothing to tell about a pod deleted or bound meanwhile.
+	if cur, err := s.podLister.Pods(pod.Namespace).Get(pod.Name); err != nil || cur.UID != pod.UID || cur.Spec.NodeName != "" {
+		return
+	}
 	s.report(ctx, pod, reason, msg, nominate)
 }
 
