@@ -186,7 +186,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 					s.lead(lctx)
 				},
 				OnStoppedLeading: func() {
-					s.log.Info("stopped leading", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+					if started.Load() {
+						s.log.Info("stopped leading", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+					}
 				},
 			},
 		})
