@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -143,9 +144,6 @@ http:
 	cmd := exec.Command(opts.Binary, "serve", configPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("testimages: start %s: %w", opts.Binary, err)
-	}
 	r := &Registry{
 		opts:   opts,
 		host:   host,
@@ -154,10 +152,24 @@ http:
 		done:   make(chan struct{}),
 		client: client,
 	}
+	// Pdeathsig fires when the forking OS thread ends, and the Go runtime
+	// ends any thread a goroutine locked and left (containerd's supervisor
+	// does that when it stops). Forking from a thread of our own, locked
+	// until the registry exits, ties the registry to this process only.
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		_ = cmd.Wait()
 		close(r.done)
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("testimages: start %s: %w", opts.Binary, err)
+	}
 	if err := r.waitReady(ctx); err != nil {
 		_ = r.Stop()
 		return nil, err
