@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -229,17 +230,13 @@ func TestScheduler(t *testing.T) {
 			}
 		}
 		low := schedPod(fixture.Pod("low").Req("3500m", "").PriorityClass("low").NodeSelector("pool", "small"))
-		if _, err := pods.Create(ctx, low, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createWithClass(t, c.Client, low)
 		schedPoll(t, 30*time.Second, "low bound", func(ctx context.Context) (bool, error) {
 			got, err := pods.Get(ctx, "low", metav1.GetOptions{})
 			return err == nil && got.Spec.NodeName == "node-5", err
 		})
 		high := schedPod(fixture.Pod("high").Req("1", "").PriorityClass("high").NodeSelector("pool", "small"))
-		if _, err := pods.Create(ctx, high, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createWithClass(t, c.Client, high)
 		// The victim is deleted gracefully; without a kubelet, finish its
 		// termination as one would.
 		schedPoll(t, 30*time.Second, "victim terminating, preemptor nominated", func(ctx context.Context) (bool, error) {
@@ -290,6 +287,32 @@ func TestScheduler(t *testing.T) {
 			}
 		}
 	})
+}
+
+// createSchedPod creates a pod, retrying while admission does not see its
+// priority class yet: the API server resolves classes from its watch cache,
+// which may lag a class created a moment before (as kube-apiserver's
+// informer-fed admission may).
+func createSchedPod(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod) error {
+	var err error
+	poll := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err = cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "no PriorityClass with name") {
+			return false, nil
+		}
+		return true, nil
+	})
+	if err == nil {
+		err = poll
+	}
+	return err
+}
+
+func createWithClass(t *testing.T, cs kubernetes.Interface, p *corev1.Pod) {
+	t.Helper()
+	if err := createSchedPod(context.Background(), cs, p); err != nil {
+		t.Fatalf("create pod %s: %v", p.Name, err)
+	}
 }
 
 // TestSchedulerProperty: random clusters and pods through the API server,
@@ -347,7 +370,7 @@ func testSchedulerProperty(t *testing.T, priorities bool) {
 			for i := w; i < len(pods); i += 8 {
 				p := pods[i]
 				p.UID, p.CreationTimestamp, p.Spec.SchedulerName = "", metav1.Time{}, testSchedulerName
-				if _, err := c.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				if err := createSchedPod(ctx, c.Client, p); err != nil {
 					errs <- err
 					return
 				}
