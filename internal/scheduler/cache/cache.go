@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -118,14 +119,19 @@ func (c *Cache) UpdateNode(old, node *corev1.Node) {
 func (c *Cache) setNode(old, node *corev1.Node) {
 	item := c.item(node.Name)
 	prev := item.info.Node()
+	imagesChanged := prev == nil || !reflect.DeepEqual(prev.Status.Images, node.Status.Images)
 	if prev == nil {
 		c.tree.add(node)
 	} else {
 		c.tree.update(prev, node)
-		c.removeImages(prev)
+		if imagesChanged {
+			c.removeImages(prev)
+		}
 	}
 	item.info.SetNode(node)
-	c.addImages(node)
+	if imagesChanged {
+		c.addImages(node)
+	}
 	c.touch(item)
 }
 
