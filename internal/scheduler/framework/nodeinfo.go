@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,9 +54,13 @@ func (n *NodeInfo) Node() *corev1.Node { return n.node }
 
 // SetNode sets the node and what the scheduler derives from it.
 func (n *NodeInfo) SetNode(node *corev1.Node) {
+	prev := n.node
 	n.node = node
 	n.Unschedulable, n.Taints = node.Spec.Unschedulable, node.Spec.Taints
 	n.Allocatable = NewResource(node.Status.Allocatable)
+	if prev != nil && reflect.DeepEqual(prev.Status.Images, node.Status.Images) {
+		return // same images: keep ImageStates (shared, never mutated)
+	}
 	n.ImageStates = nil
 	if len(node.Status.Images) > 0 {
 		n.ImageStates = make(map[string]int64, len(node.Status.Images))
