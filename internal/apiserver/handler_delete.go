@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -261,8 +260,6 @@ func (h *resourceHandler) deleteCollection(w http.ResponseWriter, r *http.Reques
 	h.s.writeObject(w, r, http.StatusOK, list)
 	return nil
 }
-
-var errAlreadyBound = errors.New("already bound")
 
 // bind serves pods/binding: it sets spec.nodeName and the PodScheduled
 // condition, once.

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -210,7 +211,7 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 	}
 	ctx, cancel := r.Context(), func() {}
 	if timeout > 0 {
-		ctx, cancel = contextWithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
 	sendInitial := opts.SendInitialEvents != nil && *opts.SendInitialEvents

@@ -2,10 +2,8 @@ package apiserver
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -55,8 +53,4 @@ func (ws *watchStream) send(t watch.EventType, obj runtime.Object) error {
 	}
 	ws.flusher.Flush()
 	return nil
-}
-
-func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, d)
 }

@@ -71,9 +71,6 @@ type ServerConfig struct {
 	CompactInterval time.Duration
 }
 
-// compactInterval is how often etcd history is compacted, as kube-apiserver.
-const compactInterval = 5 * time.Minute
-
 // systemNamespaces exist from the start.
 var systemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
@@ -195,11 +192,8 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return nil
 	})
 	g.Go(func() error {
-		interval := cfg.CompactInterval
-		if interval == 0 {
-			interval = compactInterval
-		}
-		etcd3.RunCompactor(gctx, client, interval, compacted...)
+		// 0 takes etcd3.DefaultCompactionInterval (5 minutes, as kube-apiserver).
+		etcd3.RunCompactor(gctx, client, cfg.CompactInterval, compacted...)
 		return nil
 	})
 	if embedded != nil {
