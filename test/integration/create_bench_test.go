@@ -29,7 +29,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkCreate -benchtime 3000x ./test/integration/
 func BenchmarkCreate(b *testing.B) {
-	c := framework.NewCluster(b, framework.Options{Fsync: true})
+	c := framework.NewCluster(b, framework.Options{Fsync: true, DisableScheduler: true})
 	raw, err := etcd.Start(context.Background(), etcd.Config{DataDir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)

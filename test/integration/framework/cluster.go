@@ -46,13 +46,14 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	done := make(chan error, 1)
 	go func() {
 		done <- app.RunServer(ctx, app.ServerConfig{
-			DataDir:         c.DataDir,
-			BindAddress:     "127.0.0.1",
-			SecurePort:      0,
-			DisableAgent:    true,
-			LogLevel:        "error",
-			UnsafeNoFsync:   !opts.Fsync,
-			CompactInterval: opts.CompactInterval,
+			DataDir:          c.DataDir,
+			BindAddress:      "127.0.0.1",
+			SecurePort:       0,
+			DisableAgent:     true,
+			DisableScheduler: opts.DisableScheduler,
+			LogLevel:         "error",
+			UnsafeNoFsync:    !opts.Fsync,
+			CompactInterval:  opts.CompactInterval,
 			OnReady: func(url, kubeconfig string) {
 				c.URL, c.Kubeconfig = url, kubeconfig
 				close(ready)
