@@ -112,6 +112,7 @@ func runParallel(b *testing.B, parallel int, op func(worker int) error) {
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	b.ResetTimer()
+	cpuStart := processCPU(b)
 	start := time.Now()
 	for w := 0; w < parallel; w++ {
 		wg.Add(1)
@@ -129,6 +130,7 @@ func runParallel(b *testing.B, parallel int, op func(worker int) error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := processCPU(b) - cpuStart
 	b.StopTimer()
 	if err, ok := failed.Load().(error); ok {
 		b.Fatal(err)
@@ -141,4 +143,9 @@ func runParallel(b *testing.B, parallel int, op func(worker int) error) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
 	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	// The whole process's CPU (clients, API server, etcd) per operation,
+	// and the cores it kept busy: steadier than rates on a shared machine,
+	// and it tells a CPU-bound run from one that waits.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(cpu.Seconds()/elapsed.Seconds(), "cores")
 }
