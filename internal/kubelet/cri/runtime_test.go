@@ -5,10 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,6 +16,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
 )
 
 // testRuntime is a containerd started by StartContainerd for one test,
@@ -81,7 +80,7 @@ func startTestRuntime(t testing.TB, opts runtimeOptions) *testRuntime {
 	rt.client = client
 	if !opts.noCNI {
 		rt.bridge = "skt" + randomHex(4)
-		rt.podCIDR = freePodCIDR(t)
+		rt.podCIDR = testimages.FreePodCIDR(t, 50, 249)
 		if err := (CNIConfig{PodCIDR: rt.podCIDR.String(), Bridge: rt.bridge}).Write(c.CNIConfDir()); err != nil {
 			t.Fatal(err)
 		}
@@ -197,60 +196,6 @@ func processesMentioning(s string) []string {
 		found = append(found, e.Name()+" "+strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "))
 	}
 	return found
-}
-
-// freePodCIDR picks a random 10.x.y.0/24 that overlaps no address or route
-// of this machine.
-func freePodCIDR(t testing.TB) netip.Prefix {
-	t.Helper()
-	var used []netip.Prefix
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			used = append(used, p.Masked())
-		}
-	}
-	if out, err := exec.Command("ip", "-4", "route", "show", "table", "all").Output(); err == nil {
-		for _, line := range strings.Split(string(out), "\n") {
-			f := strings.Fields(line)
-			if len(f) == 0 {
-				continue
-			}
-			dst := f[0]
-			if dst == "local" || dst == "broadcast" || dst == "unicast" {
-				if len(f) < 2 {
-					continue
-				}
-				dst = f[1]
-			}
-			if dst == "default" {
-				continue
-			}
-			if !strings.Contains(dst, "/") {
-				dst += "/32"
-			}
-			if p, err := netip.ParsePrefix(dst); err == nil {
-				used = append(used, p)
-			}
-		}
-	}
-	for range 100 {
-		n, _ := rand.Int(rand.Reader, big.NewInt(200*256))
-		x := n.Int64()
-		p := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 50+x/256, x%256))
-		free := true
-		for _, u := range used {
-			if u.Overlaps(p) {
-				free = false
-				break
-			}
-		}
-		if free {
-			return p
-		}
-	}
-	t.Fatal("no free 10.x.y.0/24 for pods")
-	return netip.Prefix{}
 }
 
 func randomHex(n int) string {

@@ -6,8 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"math/big"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -24,6 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/cri"
+	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
 )
 
 // Node is the local agent of a server started by StartAgentServer: a node
@@ -44,7 +43,7 @@ type Node struct {
 func NewNode(t testing.TB) Node {
 	t.Helper()
 	suffix := randomHex(t, 4)
-	return Node{Name: "e2e-" + suffix, PodCIDR: freePodCIDR(t), Bridge: "skt" + suffix}
+	return Node{Name: "e2e-" + suffix, PodCIDR: testimages.FreePodCIDR(t, 200, 250), Bridge: "skt" + suffix}
 }
 
 // Args are the server flags that run the local agent as this node.
@@ -245,63 +244,6 @@ func processesMentioning(s string) []string {
 		found = append(found, e.Name()+" "+strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "))
 	}
 	return found
-}
-
-// freePodCIDR picks a random 10.x.y.0/24, x in 200..250, that overlaps no
-// address or route of this machine.
-func freePodCIDR(t testing.TB) netip.Prefix {
-	t.Helper()
-	var used []netip.Prefix
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			used = append(used, p.Masked())
-		}
-	}
-	if out, err := exec.Command("ip", "-4", "route", "show", "table", "all").Output(); err == nil {
-		for _, line := range strings.Split(string(out), "\n") {
-			f := strings.Fields(line)
-			if len(f) == 0 {
-				continue
-			}
-			dst := f[0]
-			if dst == "local" || dst == "broadcast" || dst == "unicast" {
-				if len(f) < 2 {
-					continue
-				}
-				dst = f[1]
-			}
-			if dst == "default" {
-				continue
-			}
-			if !strings.Contains(dst, "/") {
-				dst += "/32"
-			}
-			if p, err := netip.ParsePrefix(dst); err == nil {
-				used = append(used, p)
-			}
-		}
-	}
-	for range 100 {
-		n, err := rand.Int(rand.Reader, big.NewInt(51*256))
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := n.Int64()
-		p := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+x/256, x%256))
-		free := true
-		for _, u := range used {
-			if u.Overlaps(p) {
-				free = false
-				break
-			}
-		}
-		if free {
-			return p
-		}
-	}
-	t.Fatal("no free 10.x.y.0/24 (x in 200..250) for pods")
-	return netip.Prefix{}
 }
 
 func randomHex(t testing.TB, n int) string {
