@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -30,73 +28,10 @@ import (
 	"k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/skiff-sh/skiff/internal/kubelet/fakeruntime"
 	"github.com/skiff-sh/skiff/internal/kubelet/fakestreaming"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 	"github.com/skiff-sh/skiff/internal/pki"
 )
-
-// proxyRuntime is the fake runtime with streaming served by fakestreaming.
-type proxyRuntime struct {
-	*fakeruntime.Runtime
-	streams *fakestreaming.Server
-}
-
-func (r *proxyRuntime) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	return &runtimeapi.ExecResponse{Url: r.streams.Exec(req)}, nil
-}
-
-func (r *proxyRuntime) Attach(_ context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	return &runtimeapi.AttachResponse{Url: r.streams.Attach(req)}, nil
-}
-
-func (r *proxyRuntime) PortForward(_ context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	return &runtimeapi.PortForwardResponse{Url: r.streams.PortForward(req)}, nil
-}
-
-// command is what the fake containers run: "upper" (stdin to stdout in upper case),
-// "warn TEXT" (to stderr), "exit N", "size" (first terminal size); attach echoes stdin.
-func command(ctx context.Context, s fakestreaming.Session) (int, error) {
-	cmd := s.Cmd
-	if s.Attach {
-		cmd = []string{"upper"}
-	}
-	switch {
-	case len(cmd) == 0:
-		return 0, errors.New("no command")
-	case cmd[0] == "upper":
-		b, _ := io.ReadAll(s.Stdin)
-		_, err := s.Stdout.Write(bytes.ToUpper(b))
-		return 0, err
-	case cmd[0] == "warn":
-		fmt.Fprintln(s.Stderr, strings.Join(cmd[1:], " "))
-		return 0, nil
-	case cmd[0] == "exit":
-		n, _ := strconv.Atoi(cmd[1])
-		return n, nil
-	case cmd[0] == "size":
-		select {
-		case sz := <-s.Resize:
-			fmt.Fprintf(s.Stdout, "%dx%d\n", sz.Width, sz.Height)
-			return 0, nil
-		case <-ctx.Done():
-			return 1, ctx.Err()
-		}
-	}
-	return 127, nil
-}
-
-func echo(_ string, port int32) (net.Conn, error) {
-	if port != 80 {
-		return nil, errors.New("connection refused")
-	}
-	a, b := net.Pipe()
-	go func() {
-		defer b.Close()
-		_, _ = io.Copy(b, b)
-	}()
-	return a, nil
-}
 
 // proxyCluster is an API server front (just the kubelet proxy) and one kubelet over
 // the fake runtime, on TLS with certificates from one CA.
@@ -104,30 +39,19 @@ type proxyCluster struct {
 	t       *testing.T
 	url     string
 	dataDir string
-	rt      *proxyRuntime
+	rt      *fakestreaming.Runtime
 	pods    map[string]*corev1.Pod
 	nodes   map[string]*corev1.Node
 }
 
 func newProxyCluster(t *testing.T) *proxyCluster {
 	t.Helper()
-	dataDir := t.TempDir()
-	keys, err := pki.EnsureServerPKI(dataDir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &proxyCluster{t: t, dataDir: dataDir, pods: map[string]*corev1.Pod{}, nodes: map[string]*corev1.Node{}}
+	k := fakestreaming.NewKubelet(t)
+	dataDir := k.DataDir
+	c := &proxyCluster{t: t, dataDir: dataDir, rt: k.Runtime, pods: map[string]*corev1.Pod{}, nodes: map[string]*corev1.Node{}}
 
 	// The kubelet.
-	streams := fakestreaming.New(command, echo)
-	t.Cleanup(streams.Close)
-	c.rt = &proxyRuntime{Runtime: fakeruntime.New(fakeruntime.Options{}), streams: streams}
-	c.rt.LoadImage("busybox", 1)
-	servingTLS, err := pki.KubeletServingTLSConfig(dataDir, "node-1", []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks, err := kubeletserver.New(kubeletserver.Config{Runtime: c.rt, TLS: servingTLS,
+	ks, err := kubeletserver.New(kubeletserver.Config{Runtime: c.rt, TLS: k.ServingTLS,
 		Pods: kubeletserver.PodsFunc(func(ns, name string) (*corev1.Pod, bool) {
 			p, ok := c.pods[ns+"/"+name]
 			return p, ok
@@ -135,12 +59,8 @@ func newProxyCluster(t *testing.T) *proxyCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubelet := httptest.NewUnstartedServer(ks)
-	kubelet.TLS = ks.TLSConfig()
-	kubelet.Config.ErrorLog = log.New(io.Discard, "", 0)
-	kubelet.StartTLS()
-	t.Cleanup(kubelet.Close)
-	ku, _ := url.Parse(kubelet.URL)
+	kubeletURL := fakestreaming.ServeTLS(t, ks, ks.TLSConfig())
+	ku, _ := url.Parse(kubeletURL)
 	port, _ := strconv.Atoi(ku.Port())
 	c.nodes["node-1"] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: corev1.NodeStatus{
 		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "node-1"}, {Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
@@ -174,7 +94,7 @@ func newProxyCluster(t *testing.T) *proxyCluster {
 			s.writeError(rec, r, err)
 		}
 	}))
-	front.TLS, err = keys.ServingTLSConfig()
+	front.TLS, err = k.PKI.ServingTLSConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +257,7 @@ func TestKubeletProxyExec(t *testing.T) {
 			{name: "stderr", path: "exec", query: url.Values{"command": {"warn", "careful"}, "stdout": {"true"}, "stderr": {"true"}}, wantStderr: "careful\n"},
 			{name: "exit code", path: "exec", query: url.Values{"command": {"exit", "7"}, "stdout": {"true"}}, wantCode: 7},
 			{name: "tty", path: "exec", query: url.Values{"command": {"size"}, "stdin": {"true"}, "stdout": {"true"}, "tty": {"true"}}, tty: true, wantStdout: "100x30\n"},
-			{name: "attach", path: "attach", query: url.Values{"stdin": {"true"}, "stdout": {"true"}}, stdin: "typed", wantStdout: "TYPED"},
+			{name: "attach", path: "attach", query: url.Values{"stdin": {"true"}, "stdout": {"true"}}, stdin: "typed", wantStdout: "attached\ntyped"},
 			{name: "unknown container", path: "exec", query: url.Values{"command": {"ls"}, "stdout": {"true"}, "container": {"nope"}}, wantErr: "container nope is not valid for pod web"},
 		}
 		for _, tt := range tests {

@@ -1,7 +1,9 @@
 // Package fakestreaming is a stand-in for a container runtime's CRI streaming server in
 // tests: it hands out single-use URLs for exec, attach and port-forward sessions and
 // serves them over SPDY (remote command protocol v4, port-forward protocol v1) on
-// 127.0.0.1, running Go functions instead of processes.
+// 127.0.0.1, running Go functions instead of processes. Kubelet, Runtime and ServeTLS
+// are the fixtures the tests of the kubelet server and of the API server's kubelet
+// proxy share: one PKI, a fake runtime streaming through a Server, an HTTPS listener.
 package fakestreaming
 
 import (

@@ -7,10 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,99 +27,14 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/skiff-sh/skiff/internal/kubelet/fakeruntime"
 	"github.com/skiff-sh/skiff/internal/kubelet/fakestreaming"
 	"github.com/skiff-sh/skiff/internal/pki"
 )
 
-// streamingRuntime is the fake runtime with streaming served by fakestreaming.
-type streamingRuntime struct {
-	*fakeruntime.Runtime
-	streams *fakestreaming.Server
-}
-
-func (r *streamingRuntime) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	return &runtimeapi.ExecResponse{Url: r.streams.Exec(req)}, nil
-}
-
-func (r *streamingRuntime) Attach(_ context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	return &runtimeapi.AttachResponse{Url: r.streams.Attach(req)}, nil
-}
-
-func (r *streamingRuntime) PortForward(_ context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	return &runtimeapi.PortForwardResponse{Url: r.streams.PortForward(req)}, nil
-}
-
-// testCommand is what fake containers run on exec and attach:
-//
-//	cat        stdin to stdout
-//	upper      stdin to stdout in upper case
-//	say TEXT   TEXT and a newline to stdout
-//	warn TEXT  TEXT and a newline to stderr
-//	exit N     exit with N
-//	size       the first terminal size, as WxH
-//
-// attach says "attached" then acts as cat.
-func testCommand(ctx context.Context, s fakestreaming.Session) (int, error) {
-	cmd := s.Cmd
-	if s.Attach {
-		fmt.Fprintln(s.Stdout, "attached")
-		cmd = []string{"cat"}
-	}
-	if len(cmd) == 0 {
-		return 0, errors.New("no command")
-	}
-	switch cmd[0] {
-	case "cat", "upper":
-		b, err := io.ReadAll(s.Stdin)
-		if err != nil {
-			return 1, err
-		}
-		if cmd[0] == "upper" {
-			b = bytes.ToUpper(b)
-		}
-		_, err = s.Stdout.Write(b)
-		return 0, err
-	case "say":
-		fmt.Fprintln(s.Stdout, strings.Join(cmd[1:], " "))
-		return 0, nil
-	case "warn":
-		fmt.Fprintln(s.Stderr, strings.Join(cmd[1:], " "))
-		return 0, nil
-	case "exit":
-		var code int
-		fmt.Sscan(cmd[1], &code)
-		return code, nil
-	case "size":
-		select {
-		case sz := <-s.Resize:
-			fmt.Fprintf(s.Stdout, "%dx%d\n", sz.Width, sz.Height)
-			return 0, nil
-		case <-ctx.Done():
-			return 1, ctx.Err()
-		}
-	}
-	return 127, nil
-}
-
-// echoForward connects port-forward streams to an echo server in memory; port 81
-// refuses.
-func echoForward(_ string, port int32) (net.Conn, error) {
-	if port == 81 {
-		return nil, errors.New("connection refused")
-	}
-	a, b := net.Pipe()
-	go func() {
-		defer b.Close()
-		_, _ = io.Copy(b, b)
-	}()
-	return a, nil
-}
-
 // testNode is a kubelet server over the fake runtime, behind TLS as the API server sees it.
 type testNode struct {
 	t       *testing.T
-	rt      *streamingRuntime
+	rt      *fakestreaming.Runtime
 	url     string
 	dataDir string
 	logDir  string
@@ -133,29 +45,13 @@ type testNode struct {
 
 func newTestNode(t *testing.T) *testNode {
 	t.Helper()
-	dataDir := t.TempDir()
-	if _, err := pki.EnsureServerPKI(dataDir, nil); err != nil {
-		t.Fatal(err)
-	}
-	servingTLS, err := pki.KubeletServingTLSConfig(dataDir, "node-1", []string{"127.0.0.1"})
+	k := fakestreaming.NewKubelet(t)
+	n := &testNode{t: t, rt: k.Runtime, dataDir: k.DataDir, logDir: t.TempDir(), pods: map[string]*corev1.Pod{}}
+	s, err := New(Config{Runtime: k.Runtime, Pods: PodsFunc(n.getPod), TLS: k.ServingTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams := fakestreaming.New(testCommand, echoForward)
-	t.Cleanup(streams.Close)
-	rt := &streamingRuntime{Runtime: fakeruntime.New(fakeruntime.Options{}), streams: streams}
-	rt.LoadImage("busybox", 1)
-	n := &testNode{t: t, rt: rt, dataDir: dataDir, logDir: t.TempDir(), pods: map[string]*corev1.Pod{}}
-	s, err := New(Config{Runtime: rt, Pods: PodsFunc(n.getPod), TLS: servingTLS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(s)
-	srv.TLS = s.TLSConfig()
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	n.url = srv.URL
+	n.url = fakestreaming.ServeTLS(t, s, s.TLSConfig())
 	return n
 }
 
