@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/skiff-sh/skiff/internal/app"
+	"github.com/skiff-sh/skiff/internal/kubelet"
 )
 
 const usage = `skiff: a Kubernetes-compatible container orchestrator in one binary.
@@ -66,6 +67,7 @@ func runServer(args []string) int {
 	fs.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of the local node (default: start containerd)")
 	fs.StringVar(&cfg.PodCIDR, "pod-cidr", app.DefaultPodCIDR, "the local node's pod range until spec.podCIDR is assigned")
 	fs.StringVar(&cfg.CNIBridge, "cni-bridge", "cni0", "the local node's pod bridge (agents side by side need their own)")
+	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -75,6 +77,9 @@ func runServer(args []string) int {
 	var err error
 	if cfg.NodeLabels, err = app.ParseNodeLabels(labels); err == nil {
 		cfg.Taints, err = app.ParseTaints(taints)
+	}
+	if err == nil {
+		err = cfg.ImageGC.Validate()
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "skiff server: %v\n", err)
@@ -107,6 +112,7 @@ func runAgent(args []string) int {
 	fs.StringVar(&cfg.CNIBridge, "cni-bridge", "cni0", "pod bridge (agents side by side on one machine need their own)")
 	fs.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: detected)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -116,6 +122,9 @@ func runAgent(args []string) int {
 	var err error
 	if cfg.NodeLabels, err = app.ParseNodeLabels(labels); err == nil {
 		cfg.Taints, err = app.ParseTaints(taints)
+	}
+	if err == nil {
+		err = cfg.ImageGC.Validate()
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "skiff agent: %v\n", err)
@@ -128,4 +137,15 @@ func runAgent(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// imageGCFlags registers the node's image garbage collection flags, named
+// as the kubelet's, with the kubelet's defaults.
+func imageGCFlags(fs *flag.FlagSet) *kubelet.ImageGCPolicy {
+	p := kubelet.DefaultImageGCPolicy()
+	fs.IntVar(&p.HighThresholdPercent, "image-gc-high-threshold", p.HighThresholdPercent, "image filesystem usage (percent) at which unused images are removed; 100 disables image garbage collection")
+	fs.IntVar(&p.LowThresholdPercent, "image-gc-low-threshold", p.LowThresholdPercent, "image filesystem usage (percent) image garbage collection frees down to")
+	fs.DurationVar(&p.MinAge, "image-minimum-gc-age", p.MinAge, "minimum age of an unused image before it may be removed")
+	fs.DurationVar(&p.Period, "image-gc-period", p.Period, "how often image filesystem usage is checked")
+	return &p
 }

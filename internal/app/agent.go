@@ -51,7 +51,10 @@ type AgentConfig struct {
 	// CNIBridge is the pods' bridge; cri.DefaultBridge (cni0) when empty.
 	// Two agents on one machine need bridges (and pod CIDRs) of their own.
 	CNIBridge string
-	LogLevel  string
+	// ImageGC is the image garbage collection policy; the kubelet's
+	// defaults when nil.
+	ImageGC  *kubelet.ImageGCPolicy
+	LogLevel string
 }
 
 // DefaultPodCIDR is the pod range of a node without spec.podCIDR.
@@ -138,7 +141,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		NodeName:    cfg.NodeName, Client: client, Runtime: conn.Runtime, Images: conn.Images,
 		DataDir: filepath.Join(agentDir, "kubelet"), PodCIDR: cfg.PodCIDR, OnPodCIDR: onPodCIDR,
 		NodeLabels: cfg.NodeLabels, RegisterWithTaints: cfg.Taints, NodeIP: cfg.NodeIP,
-		Version: Version().GitVersion,
+		Version: Version().GitVersion, ImageGC: cfg.ImageGC, PinnedImages: []string{cri.PauseImage},
 	})
 	if err != nil {
 		return err

@@ -35,6 +35,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
 	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/internal/kubelet"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/scheduler"
 	"github.com/skiff-sh/skiff/internal/scheduler/priority"
@@ -60,6 +61,9 @@ type ServerConfig struct {
 	ContainerRuntimeEndpoint string
 	PodCIDR                  string
 	CNIBridge                string
+	// ImageGC is the local node's image garbage collection policy; the
+	// kubelet's defaults when nil.
+	ImageGC *kubelet.ImageGCPolicy
 	// OnReady, when set, is called once the server answers requests, with
 	// its URL and the admin kubeconfig's path (in-process test clusters).
 	OnReady func(url, kubeconfig string)
@@ -227,7 +231,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 					RESTConfig: rc, DataDir: cfg.DataDir, NodeName: cfg.NodeName,
 					NodeLabels: cfg.NodeLabels, Taints: cfg.Taints,
 					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR, CNIBridge: cfg.CNIBridge,
-					LogLevel: cfg.LogLevel,
+					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel,
 				})
 			})
 		}

@@ -82,6 +82,14 @@ type Config struct {
 	HousekeepingPeriod time.Duration
 	// Machine overrides what is read from the machine (tests).
 	Machine *MachineInfo
+	// ImageGC is the image garbage collection policy;
+	// DefaultImageGCPolicy when nil.
+	ImageGC *ImageGCPolicy
+	// PinnedImages are never garbage collected (the pause image).
+	PinnedImages []string
+	// ImageFsStat reads the capacity and available bytes of the image
+	// filesystem the runtime reports; statfs when nil.
+	ImageFsStat func(mountpoint string) (capacity, available uint64, err error)
 }
 
 // Kubelet runs the pods of one node. Build it with New, start it with Run.
@@ -111,6 +119,10 @@ type Kubelet struct {
 	podCIDR          string
 	runtimeReady     error
 	lastRelist       map[types.UID]string
+
+	imageGC      ImageGCPolicy
+	imageMu      sync.Mutex
+	imageRecords map[string]*imageRecord
 }
 
 // New validates and defaults cfg. It does no I/O.
@@ -156,10 +168,21 @@ func New(cfg Config) (*Kubelet, error) {
 		d := &net.Dialer{}
 		cfg.ProbeDialer = d.DialContext
 	}
+	gc := DefaultImageGCPolicy()
+	if cfg.ImageGC != nil {
+		gc = *cfg.ImageGC
+	}
+	if err := gc.Validate(); err != nil {
+		return nil, fmt.Errorf("kubelet: %w", err)
+	}
+	if cfg.ImageFsStat == nil {
+		cfg.ImageFsStat = imageFsStat
+	}
 	k := &Kubelet{
 		cfg: cfg, client: cfg.Client, runtime: cfg.Runtime, images: cfg.Images, clock: cfg.Clock,
 		workers: map[types.UID]*podWorker{}, hostNetSandboxes: map[string]bool{},
 		lastRelist: map[types.UID]string{}, runtimeName: "containerd",
+		imageGC: gc, imageRecords: map[string]*imageRecord{},
 	}
 	k.pullBack = flowcontrol.NewBackOff(10*time.Second, 300*time.Second)
 	k.pullBack.Clock = cfg.Clock
@@ -217,7 +240,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	slog.Info("kubelet started", "node", k.cfg.NodeName, "runtime", k.runtimeName+"://"+k.runtimeVersion)
 
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){k.nodeStatusLoop, k.leaseLoop, k.relistLoop, k.housekeepingLoop} {
+	for _, loop := range []func(context.Context){k.nodeStatusLoop, k.leaseLoop, k.relistLoop, k.housekeepingLoop, k.imageGCLoop} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
