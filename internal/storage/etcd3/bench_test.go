@@ -32,7 +32,24 @@ func benchPod(name string) *corev1.Pod {
 	return p
 }
 
-func reportRate(b *testing.B, start time.Time, unit string) {
+// runParallel calls op b.N times in all from benchParallelism goroutines
+// per GOMAXPROCS, with 1, 2, 3, … (a sequence number for unique keys),
+// stopping a goroutine at its first error, and reports the rate of calls
+// as unit.
+func runParallel(b *testing.B, unit string, op func(seq int64) error) {
+	var seq atomic.Int64
+	b.SetParallelism(benchParallelism)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := op(seq.Add(1)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), unit)
 }
 
@@ -41,21 +58,11 @@ func reportRate(b *testing.B, start time.Time, unit string) {
 func BenchmarkCreate(b *testing.B) {
 	s := newTestStore(b, ownClient(b, false))
 	ctx := context.Background()
-	var seq atomic.Int64
-	b.SetParallelism(benchParallelism)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			name := fmt.Sprintf("p-%d", seq.Add(1))
-			if _, err := s.Create(ctx, s.key("bench", name), benchPod(name), 0); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	runParallel(b, "creates/s", func(seq int64) error {
+		name := fmt.Sprintf("p-%d", seq)
+		_, err := s.Create(ctx, s.key("bench", name), benchPod(name), 0)
+		return err
 	})
-	reportRate(b, start, "creates/s")
 }
 
 // BenchmarkCreateWatched is BenchmarkCreate with 100 watchers filtering
@@ -85,21 +92,11 @@ func BenchmarkCreateWatched(b *testing.B) {
 		b.Fatal(err)
 	}
 	drain(all)
-	var seq atomic.Int64
-	b.SetParallelism(benchParallelism)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			name := fmt.Sprintf("p-%d", seq.Add(1))
-			if _, err := s.Create(ctx, s.key("bench", name), benchPod(name), 0); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	runParallel(b, "creates/s", func(seq int64) error {
+		name := fmt.Sprintf("p-%d", seq)
+		_, err := s.Create(ctx, s.key("bench", name), benchPod(name), 0)
+		return err
 	})
-	reportRate(b, start, "creates/s")
 }
 
 // BenchmarkRawPut writes the same encoded bytes with plain etcd puts and
@@ -112,20 +109,10 @@ func BenchmarkRawPut(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	var seq atomic.Int64
-	b.SetParallelism(benchParallelism)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := client.Put(ctx, fmt.Sprintf("/registry/pods/bench/p-%d", seq.Add(1)), string(data)); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	runParallel(b, "puts/s", func(seq int64) error {
+		_, err := client.Put(ctx, fmt.Sprintf("/registry/pods/bench/p-%d", seq), string(data))
+		return err
 	})
-	reportRate(b, start, "puts/s")
 }
 
 // BenchmarkEncodeDecode measures the codec work per object.
@@ -197,24 +184,13 @@ func BenchmarkRawCreateTxn(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	var seq atomic.Int64
-	b.SetParallelism(benchParallelism)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			key := fmt.Sprintf("/registry/pods/bench/p-%d", seq.Add(1))
-			_, err := client.Txn(ctx).If(
-				clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-			).Then(
-				clientv3.OpPut(key, string(data)),
-			).Commit()
-			if err != nil {
-				b.Error(err)
-				return
-			}
-		}
+	runParallel(b, "txns/s", func(seq int64) error {
+		key := fmt.Sprintf("/registry/pods/bench/p-%d", seq)
+		_, err := client.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		).Then(
+			clientv3.OpPut(key, string(data)),
+		).Commit()
+		return err
 	})
-	reportRate(b, start, "txns/s")
 }
