@@ -116,10 +116,11 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			return fmt.Errorf("start embedded etcd: %w", err)
 		}
 		defer embedded.Close()
-		endpoints = embedded.Endpoints()
 	}
-	client, err := etcd.NewClient(endpoints, nil)
-	if err != nil {
+	var client *clientv3.Client
+	if embedded != nil {
+		client = embedded.Client()
+	} else if client, err = etcd.NewClient(endpoints, nil); err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	defer client.Close()

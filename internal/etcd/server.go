@@ -13,7 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -162,6 +164,15 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 // Endpoints returns the client URLs, e.g. ["http://127.0.0.1:40123"].
 func (s *Server) Endpoints() []string {
 	return append([]string(nil), s.endpoints...)
+}
+
+// Client returns a client that calls this member in-process: the same
+// clientv3 API, with requests handed to the server's gRPC service
+// implementations as function calls, without a socket, HTTP/2 framing or
+// protobuf marshalling. The server's own checks (request size, quota,
+// auth) still apply. Close it before the server.
+func (s *Server) Client() *clientv3.Client {
+	return v3client.New(s.etcd.Server)
 }
 
 // Err reports a fatal server error; it receives at most once.
