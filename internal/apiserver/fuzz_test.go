@@ -47,7 +47,12 @@ func FuzzCreateBody(f *testing.F) {
 			return
 		}
 		_ = h.validateCreate(obj)
-		h.mainFM.UpdateNoErrors(h.res.New(), obj, "fuzz")
+		// The create fast path records what the field manager records.
+		want := h.mainFM.UpdateNoErrors(h.res.New(), obj.DeepCopyObject(), "fuzz")
+		got := h.createManagedFields(obj, "fuzz")
+		if g, w := managedFieldsJSON(t, got), managedFieldsJSON(t, want); g != w {
+			t.Fatalf("create managedFields\n got %s\nwant %s", g, w)
+		}
 	})
 }
 

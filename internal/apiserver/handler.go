@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/storage"
@@ -28,14 +30,22 @@ const maxBodyBytes = 3 * 1024 * 1024
 
 // resourceHandler serves one resource's REST verbs over its Store.
 type resourceHandler struct {
-	s         *Server
-	res       *registry.Resource
-	store     storage.Store
-	prefix    string // "/registry/<storage name>/"
-	gr        schema.GroupResource
-	gvk       schema.GroupVersionKind
-	mainFM    *managedfields.FieldManager
-	statusFM  *managedfields.FieldManager
+	s        *Server
+	res      *registry.Resource
+	store    storage.Store
+	prefix   string // "/registry/<storage name>/"
+	gr       schema.GroupResource
+	gvk      schema.GroupVersionKind
+	mainFM   *managedfields.FieldManager
+	statusFM *managedfields.FieldManager
+	// mainResetFilter drops the fields writes to the main resource do not
+	// own (status), nil when there are none.
+	mainResetFilter fieldpath.Filter
+	// empty is the resource's empty object as a typed value, what creates
+	// are compared with for their managed fields (emptyTyped).
+	emptyOnce sync.Once
+	empty     *typed.TypedValue
+	emptyErr  error
 	fieldKeys map[string]bool
 }
 
@@ -60,6 +70,9 @@ func newResourceHandler(s *Server, res *registry.Resource, st storage.Store, sto
 	}
 	sch := s.codecs.scheme
 	var err error
+	if mainReset != nil {
+		h.mainResetFilter = mainReset[fieldpath.APIVersion(res.GroupVersion.String())]
+	}
 	h.mainFM, err = managedfields.NewDefaultFieldManager(typeConverter, sch, sch, sch, h.gvk, h.gvk.GroupVersion(), "", mainReset)
 	if err != nil {
 		return nil, fmt.Errorf("field manager: %w", err)

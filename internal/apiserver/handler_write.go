@@ -160,7 +160,7 @@ func (h *resourceHandler) create(w http.ResponseWriter, r *http.Request, info re
 	if err := h.validateCreate(obj); err != nil {
 		return err
 	}
-	obj = h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+	obj = h.createManagedFields(obj, manager)
 	writeWarnings(w, warnings)
 	if isDryRun(opts.DryRun) {
 		return h.writeOutput(w, r, http.StatusCreated, obj)

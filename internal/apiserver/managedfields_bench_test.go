@@ -30,6 +30,11 @@ func BenchmarkManagedFieldsCreate(b *testing.B) {
 			h.mainFM.UpdateNoErrors(&corev1.Pod{}, benchCreatePod(), "bench")
 		}
 	})
+	b.Run("create-fast-path", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			h.createManagedFields(benchCreatePod(), "bench")
+		}
+	})
 	b.Run("totyped-fieldset", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			p := benchCreatePod()

@@ -1,0 +1,92 @@
+package apiserver
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+)
+
+// strippedMetaFields are the paths the field manager never records as
+// owned (apimachinery's stripMetaManager strips the same).
+var strippedMetaFields = fieldpath.NewSet(
+	fieldpath.MakePathOrDie("apiVersion"),
+	fieldpath.MakePathOrDie("kind"),
+	fieldpath.MakePathOrDie("metadata"),
+	fieldpath.MakePathOrDie("metadata", "name"),
+	fieldpath.MakePathOrDie("metadata", "namespace"),
+	fieldpath.MakePathOrDie("metadata", "creationTimestamp"),
+	fieldpath.MakePathOrDie("metadata", "selfLink"),
+	fieldpath.MakePathOrDie("metadata", "uid"),
+	fieldpath.MakePathOrDie("metadata", "clusterName"),
+	fieldpath.MakePathOrDie("metadata", "generation"),
+	fieldpath.MakePathOrDie("metadata", "managedFields"),
+	fieldpath.MakePathOrDie("metadata", "resourceVersion"),
+)
+
+// createManagedFields records manager as the owner of the fields a create
+// sets, what the field manager's Update computes for a create: the fields
+// obj adds to or changes from an empty object, less the reset ones (status
+// for resources with a status subresource) and the stripped metadata. It
+// compares with an empty object converted once per resource, instead of
+// converting one per request through the field manager's chain of
+// managers. It falls back to the field manager when the request carries
+// managedFields of its own (they are honoured) or obj does not convert.
+func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string) runtime.Object {
+	acc, err := meta.Accessor(obj)
+	if err != nil || acc.GetManagedFields() != nil {
+		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+	}
+	empty, err := h.emptyTyped()
+	if err != nil {
+		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		obj.GetObjectKind().SetGroupVersionKind(h.gvk)
+		defer obj.GetObjectKind().SetGroupVersionKind(gvk)
+	}
+	tv, err := typeConverter.ObjectToTyped(obj, typed.AllowDuplicates)
+	if err != nil {
+		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+	}
+	cmp, err := empty.Compare(tv)
+	if err != nil {
+		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+	}
+	set := cmp.Modified.Union(cmp.Added)
+	if h.mainResetFilter != nil {
+		set = h.mainResetFilter.Filter(set)
+	}
+	set = set.Difference(strippedMetaFields)
+	if set.Empty() {
+		acc.SetManagedFields(nil)
+		return obj
+	}
+	fields, err := set.ToJSON()
+	if err != nil {
+		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+	}
+	now := metav1.Now()
+	acc.SetManagedFields([]metav1.ManagedFieldsEntry{{
+		Manager:    manager,
+		Operation:  metav1.ManagedFieldsOperationUpdate,
+		APIVersion: h.gvk.GroupVersion().String(),
+		Time:       &now,
+		FieldsType: "FieldsV1",
+		FieldsV1:   &metav1.FieldsV1{Raw: fields},
+	}})
+	return obj
+}
+
+// emptyTyped is the resource's empty object as a typed value, converted
+// once.
+func (h *resourceHandler) emptyTyped() (*typed.TypedValue, error) {
+	h.emptyOnce.Do(func() {
+		obj := h.res.New()
+		obj.GetObjectKind().SetGroupVersionKind(h.gvk)
+		h.empty, h.emptyErr = typeConverter.ObjectToTyped(obj, typed.AllowDuplicates)
+	})
+	return h.empty, h.emptyErr
+}
