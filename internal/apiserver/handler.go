@@ -46,6 +46,8 @@ type resourceHandler struct {
 	emptyOnce sync.Once
 	empty     *typed.TypedValue
 	emptyErr  error
+	// encodings share the encoding of each watch event among watchers.
+	encodings *sharedEncodings
 	fieldKeys map[string]bool
 }
 
@@ -61,6 +63,8 @@ func newResourceHandler(s *Server, res *registry.Resource, st storage.Store, sto
 		prefix: "/registry/" + storeName + "/",
 		gr:     res.GroupVersionResource().GroupResource(),
 		gvk:    res.GroupVersionKind(),
+
+		encodings: newSharedEncodings(),
 	}
 	var mainReset, statusReset map[fieldpath.APIVersion]fieldpath.Filter
 	if res.HasStatus {

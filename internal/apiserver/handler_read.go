@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"net/http"
@@ -244,6 +245,28 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 				return nil
 			}
 			obj := ev.Object
+			if topts == nil && out.as == "" && (ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted) {
+				raw, err := h.encodings.get(obj, out.info.MediaType, func() ([]byte, error) {
+					served, err := h.fromStorage(obj)
+					if err != nil {
+						return nil, err
+					}
+					served = served.DeepCopyObject()
+					h.setTypeMeta(served)
+					var buf bytes.Buffer
+					if err := out.info.Serializer.Encode(served, &buf); err != nil {
+						return nil, err
+					}
+					return buf.Bytes(), nil
+				})
+				if err != nil {
+					return nil
+				}
+				if err := ws.sendEncoded(ev.Type, raw); err != nil {
+					return nil
+				}
+				continue
+			}
 			switch ev.Type {
 			case watch.Error:
 				if st, ok := obj.(*metav1.Status); ok {

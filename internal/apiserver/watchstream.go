@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,4 +54,75 @@ func (ws *watchStream) send(t watch.EventType, obj runtime.Object) error {
 	}
 	ws.flusher.Flush()
 	return nil
+}
+
+// sendEncoded writes an event whose object is already encoded for this
+// stream's media type.
+func (ws *watchStream) sendEncoded(t watch.EventType, raw []byte) error {
+	ev := &metav1.WatchEvent{Type: string(t), Object: runtime.RawExtension{Raw: raw}}
+	if err := ws.enc.Encode(ev); err != nil {
+		return err
+	}
+	ws.flusher.Flush()
+	return nil
+}
+
+// sharedEncodings remembers the encodings of the latest watch event
+// objects, per media type, so that an object going to many watchers is
+// converted, copied and encoded once. The storage layer hands every
+// watcher the same object for the same change, and never changes it; the
+// object's identity is the key. Bounded: the oldest entries go first.
+type sharedEncodings struct {
+	mu      sync.Mutex
+	byKey   map[encodingKey][]byte
+	order   []encodingKey
+	next    int
+	hits    int64
+	encodes int64
+}
+
+type encodingKey struct {
+	obj       runtime.Object
+	mediaType string
+}
+
+// sharedEncodingsSize bounds the remembered encodings of one resource:
+// enough for the events in flight to every watcher at once.
+const sharedEncodingsSize = 1024
+
+func newSharedEncodings() *sharedEncodings {
+	return &sharedEncodings{byKey: map[encodingKey][]byte{}, order: make([]encodingKey, sharedEncodingsSize)}
+}
+
+// get returns the encoding of obj for mediaType, calling encode only when
+// no watcher has had it encoded yet. Two watchers asking at once may both
+// encode; the result is the same.
+func (s *sharedEncodings) get(obj runtime.Object, mediaType string, encode func() ([]byte, error)) ([]byte, error) {
+	key := encodingKey{obj, mediaType}
+	s.mu.Lock()
+	raw, ok := s.byKey[key]
+	if ok {
+		s.hits++
+	}
+	s.mu.Unlock()
+	if ok {
+		return raw, nil
+	}
+	raw, err := encode()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.encodes++
+	if _, ok := s.byKey[key]; ok {
+		return raw, nil
+	}
+	if old := s.order[s.next]; old.obj != nil {
+		delete(s.byKey, old)
+	}
+	s.order[s.next] = key
+	s.next = (s.next + 1) % len(s.order)
+	s.byKey[key] = raw
+	return raw, nil
 }
