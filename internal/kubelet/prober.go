@@ -133,18 +133,22 @@ func (m *probeManager) run(ctx context.Context, pod *corev1.Pod, spec *corev1.Co
 			if ctx.Err() != nil {
 				return
 			}
-			if ok {
+			title := strings.ToUpper(kind[:1]) + kind[1:]
+			switch {
+			case err != nil:
+				// The probe could not run (the runtime is down, a port
+				// name does not resolve): as the kubelet, the result is
+				// unknown and thrown away, neither success nor failure,
+				// so a runtime outage restarts no container.
+				m.k.event(pod, spec.Name, corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe errored and resulted in unknown state: %v", title, err))
+			case ok:
 				successes, failures = successes+1, 0
-			} else {
+				m.record(pod.UID, c.ID, kind, successes >= successT, false)
+			default:
 				failures, successes = failures+1, 0
-				title := strings.ToUpper(kind[:1]) + kind[1:]
-				if err != nil {
-					m.k.event(pod, spec.Name, corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe errored: %v", title, err))
-				} else {
-					m.k.event(pod, spec.Name, corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %s", title, output))
-				}
+				m.k.event(pod, spec.Name, corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %s", title, output))
+				m.record(pod.UID, c.ID, kind, false, failures >= failureT)
 			}
-			m.record(pod.UID, c.ID, kind, successes >= successT, failures >= failureT)
 		}
 		select {
 		case <-ctx.Done():

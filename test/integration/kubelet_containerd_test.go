@@ -5,7 +5,10 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,8 +50,9 @@ func startAgent(t *testing.T, c *framework.Cluster, dataDir string) func() {
 }
 
 // TestKubeletContainerd runs pods on real containerd through the agent:
-// the journey, a liveness restart, deletion, and an agent restart that
-// keeps containers.
+// the journey, a liveness restart, an agent restart that keeps
+// containers, a containerd crash that keeps them too and delays but does
+// not lose a pod created meanwhile, and deletion.
 func TestKubeletContainerd(t *testing.T) {
 	for _, bin := range []string{"containerd", "runc"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -86,13 +90,58 @@ func TestKubeletContainerd(t *testing.T) {
 	// Restart the agent (and its containerd): the container survives.
 	before := pod.Status.ContainerStatuses[0].ContainerID
 	stop()
+	restarted := time.Now()
 	startAgent(t, c, dataDir)
-	time.Sleep(0)
 	after := waitPod(t, cs, "web", "Running after agent restart", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodRunning && podCondition(p, corev1.PodReady) == corev1.ConditionTrue
 	})
 	if got := after.Status.ContainerStatuses[0]; got.ContainerID != before || got.RestartCount != 0 {
 		t.Errorf("after agent restart: %+v, want %s with 0 restarts", got, before)
+	}
+
+	// containerd crashes (SIGKILL): the agent starts it again, the
+	// running container is left alone, and a pod created while
+	// containerd is down runs once it is back.
+	// First the restarted agent must be up: its kubelet renews the
+	// node's lease once containerd answers.
+	pollUntil(t, "the restarted agent's kubelet renewing its lease", 90*time.Second, func() (bool, error) {
+		l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(restarted), nil
+	})
+	pidFile := filepath.Join(dataDir, "agent", "containerd", "containerd.pid")
+	var oldPID int
+	pollUntil(t, "the restarted agent's containerd running", 60*time.Second, func() (bool, error) {
+		raw, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false, err
+		}
+		if oldPID, err = strconv.Atoi(strings.TrimSpace(string(raw))); err != nil {
+			return false, err
+		}
+		return syscall.Kill(oldPID, 0) == nil, nil
+	})
+	if err := syscall.Kill(oldPID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill containerd pid %d: %v", oldPID, err)
+	}
+	createPod(t, cs, kubeletPod("during-outage", "node-1", corev1.Container{Name: "app", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+		Command: []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"}}))
+	waitPod(t, cs, "during-outage", "Running after containerd came back", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning
+	})
+	if raw, err := os.ReadFile(pidFile); err != nil || strings.TrimSpace(string(raw)) == strconv.Itoa(oldPID) {
+		t.Errorf("containerd pid file after the crash: %q, %v; want a new pid", raw, err)
+	}
+	survived := waitPod(t, cs, "web", "Running after the containerd crash", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning && podCondition(p, corev1.PodReady) == corev1.ConditionTrue
+	})
+	if got := survived.Status.ContainerStatuses[0]; got.ContainerID != before || got.RestartCount != 0 {
+		t.Errorf("after the containerd crash: %+v, want %s with 0 restarts", got, before)
+	}
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "during-outage", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	// Deletion: SIGTERM ends it (trap), the pod goes.

@@ -543,3 +543,37 @@ func TestKubeletDeletionGracePeriod(t *testing.T) {
 		t.Errorf("pod went after %v, before its 3s grace period", took)
 	}
 }
+
+// TestKubeletRuntimeOutage: while the runtime does not answer, a liveness
+// probe that cannot run is unknown, not failed (no restart, an "errored"
+// event as the kubelet's), and a pod created meanwhile starts once the
+// runtime is back.
+func TestKubeletRuntimeOutage(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{})
+	cs := c.Client
+	rt := newRuntime()
+	startNode(t, c, "node-1", rt, t.TempDir())
+
+	live := busybox("app", "sh", "-c", "touch /tmp/healthy; sleep 3600")
+	live.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/healthy"}}},
+		PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 1, SuccessThreshold: 1}
+	lp := createPod(t, cs, kubeletPod("live", "node-1", live))
+	before := waitPod(t, cs, "live", "Running", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Started != nil && *p.Status.ContainerStatuses[0].Started
+	})
+
+	rt.SetUnavailable(true)
+	createPod(t, cs, kubeletPod("during", "node-1", busybox("app", "sleep", "3600")))
+	waitEvent(t, cs, lp, "Unhealthy", "Liveness probe errored and resulted in unknown state: ")
+	time.Sleep(3 * time.Second) // several probe periods with the runtime down
+	if hasEvent(eventsOf(t, cs, lp), "Killing", "") {
+		t.Errorf("the container was killed while the runtime was down")
+	}
+	rt.SetUnavailable(false)
+
+	waitPod(t, cs, "during", "Running once the runtime is back", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	after := waitPod(t, cs, "live", "still Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if b, a := before.Status.ContainerStatuses[0], after.Status.ContainerStatuses[0]; a.ContainerID != b.ContainerID || a.RestartCount != 0 {
+		t.Errorf("container after the outage: %s restarts %d, want %s with 0", a.ContainerID, a.RestartCount, b.ContainerID)
+	}
+}
