@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,17 +19,41 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiff-sh/skiff/internal/app"
+	"github.com/skiff-sh/skiff/internal/kubelet/cri"
 	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
 	"github.com/skiff-sh/skiff/test/integration/framework"
 )
 
+// agentNetwork is a pod CIDR and bridge of a test agent's own, so that the
+// test runs beside any skiff on the machine (whose node has cni0 and
+// 10.42.0.0/24 by default); the bridge and its masquerade chain are
+// removed when the test ends.
+type agentNetwork struct {
+	podCIDR, bridge string
+}
+
+func newAgentNetwork(t *testing.T) agentNetwork {
+	t.Helper()
+	n := agentNetwork{podCIDR: testimages.FreePodCIDR(t, 30, 49).String(), bridge: fmt.Sprintf("ski%08x", rand.Uint32())}
+	t.Cleanup(func() {
+		if err := cri.RemoveMasquerade(n.bridge); err != nil {
+			t.Errorf("remove masquerade chain of %s: %v", n.bridge, err)
+		}
+		if out, err := exec.Command("ip", "link", "del", n.bridge).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
+			t.Errorf("delete bridge %s: %v: %s", n.bridge, err, out)
+		}
+	})
+	return n
+}
+
 // startAgent runs app.RunAgent (its own containerd) against the cluster.
-func startAgent(t *testing.T, c *framework.Cluster, dataDir string) func() {
+func startAgent(t *testing.T, c *framework.Cluster, dataDir string, network agentNetwork) func() {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- app.RunAgent(ctx, app.AgentConfig{RESTConfig: c.RESTConfig, DataDir: dataDir, NodeName: "node-1", LogLevel: "warn"})
+		done <- app.RunAgent(ctx, app.AgentConfig{RESTConfig: c.RESTConfig, DataDir: dataDir, NodeName: "node-1", LogLevel: "warn",
+			PodCIDR: network.podCIDR, CNIBridge: network.bridge})
 	}()
 	stopped := false
 	stop := func() {
@@ -70,7 +96,8 @@ func TestKubeletContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dataDir) })
-	stop := startAgent(t, c, dataDir)
+	network := newAgentNetwork(t)
+	stop := startAgent(t, c, dataDir, network)
 	ctx := context.Background()
 
 	ctr := corev1.Container{Name: "app", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
@@ -91,7 +118,7 @@ func TestKubeletContainerd(t *testing.T) {
 	before := pod.Status.ContainerStatuses[0].ContainerID
 	stop()
 	restarted := time.Now()
-	startAgent(t, c, dataDir)
+	startAgent(t, c, dataDir, network)
 	after := waitPod(t, cs, "web", "Running after agent restart", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodRunning && podCondition(p, corev1.PodReady) == corev1.ConditionTrue
 	})
