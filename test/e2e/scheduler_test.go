@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -56,84 +55,96 @@ spec:
 // TestScheduler: with Node objects created by the test, `skiff server`'s
 // scheduler puts a pod where its constraints allow, explains an
 // unschedulable pod in `kubectl describe pod` and `kubectl get events` with
-// Kubernetes' message, and schedules it once a fitting node appears.
+// Kubernetes' message, and schedules it once a fitting node appears. One
+// server; each kubectl version works in a namespace of its own, and the
+// fitting node appears once both have seen their pod unschedulable.
 func TestScheduler(t *testing.T) {
+	s := framework.StartServer(t, framework.Options{})
+	cs := s.Clientset(t)
+	ctx := framework.Context(t, 10*time.Minute)
+	waitForScheduler(t, ctx, cs)
+	for _, n := range []*corev1.Node{
+		e2eNode("node-1", "1", nil, nil),
+		e2eNode("node-2", "8", map[string]string{"disk": "ssd"}, []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}),
+		e2eNode("node-3", "8", nil, []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}),
+	} {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	ssdFile, bigFile := filepath.Join(dir, "ssd-pod.yaml"), filepath.Join(dir, "my-pod.yaml")
+	writeFile(t, ssdFile, ssdPod)
+	writeFile(t, bigFile, bigPod)
+	namespace := func(version string) string { return "sched-" + strings.ReplaceAll(version, ".", "-") }
+
 	for _, version := range kubectlVersions {
 		t.Run("kubectl-"+version, func(t *testing.T) {
-			s := framework.StartServer(t, framework.Options{})
-			cs := s.Clientset(t)
-			ctx := framework.Context(t, 10*time.Minute)
-			waitForScheduler(t, ctx, cs)
-			for _, n := range []*corev1.Node{
-				e2eNode("node-1", "1", nil, nil),
-				e2eNode("node-2", "8", map[string]string{"disk": "ssd"}, []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}),
-				e2eNode("node-3", "8", nil, []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}),
+			k := newKubectl(t, s, version)
+			ns := namespace(version)
+			k.expect("namespace/"+ns+" created", "create", "namespace", ns)
+
+			// Constraints: only node-2 has disk=ssd, and the pod
+			// tolerates its taint.
+			k.expect("pod/ssd-pod created", "apply", "-n", ns, "-f", ssdFile)
+			waitPodOnNode(t, ctx, cs, ns, "ssd-pod", "node-2")
+			rows := framework.ParseTable(k.ok("get", "pod", "ssd-pod", "-n", ns, "-o", "wide"))
+			if len(rows) != 2 || len(rows[0]) < 7 || rows[0][6] != "NODE" || rows[1][6] != "node-2" {
+				t.Errorf("get pod -o wide: %q, want NODE node-2", rows)
+			}
+			findEventRow(t, k, ns, []string{"Normal", "Scheduled", "pod/ssd-pod", "Successfully assigned " + ns + "/ssd-pod to node-2"})
+
+			// Two cpus fit nowhere: node-1 has one, the others' taint is
+			// not tolerated.
+			k.expect("pod/my-pod created", "apply", "-n", ns, "-f", bigFile)
+			pollScheduler(t, ctx, "PodScheduled=False on my-pod", func(ctx context.Context) (bool, error) {
+				p, err := cs.CoreV1().Pods(ns).Get(ctx, "my-pod", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			stdout := k.ok("describe", "pod", "my-pod", "-n", ns)
+			for _, re := range []string{
+				`(?m)^Node:\s+<none>$`,
+				`(?m)^Status:\s+Pending$`,
+				`(?m)^  PodScheduled\s+False\s*$`,
+				`(?m)^  Warning\s+FailedScheduling\s+.*\s+default-scheduler\s+` + regexp.QuoteMeta(unschedulableMsg) + `$`,
 			} {
-				if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
+				if !regexp.MustCompile(re).MatchString(stdout) {
+					t.Errorf("describe pod my-pod: no match for %s in:\n%s", re, stdout)
 				}
 			}
-			dir := t.TempDir()
+			findEventRow(t, k, ns, []string{"Warning", "FailedScheduling", "pod/my-pod", unschedulableMsg})
+		})
+	}
 
-			t.Run("constraints", func(t *testing.T) {
-				k := newKubectl(t, s, version)
-				file := filepath.Join(dir, "ssd-pod.yaml")
-				writeFile(t, file, ssdPod)
-				k.expect("pod/ssd-pod created", "apply", "-f", file)
-				waitPodOnNode(t, ctx, cs, "ssd-pod", "node-2")
-				rows := framework.ParseTable(k.ok("get", "pod", "ssd-pod", "-o", "wide"))
-				if len(rows) != 2 || len(rows[0]) < 7 || rows[0][6] != "NODE" || rows[1][6] != "node-2" {
-					t.Errorf("get pod -o wide: %q, want NODE node-2", rows)
+	// A node with room appears: each pending pod is scheduled there,
+	// without any change to it.
+	if _, err := cs.CoreV1().Nodes().Create(ctx, e2eNode("node-4", "4", nil, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range kubectlVersions {
+		t.Run("kubectl-"+version+"-fitting-node", func(t *testing.T) {
+			k := newKubectl(t, s, version)
+			ns := namespace(version)
+			waitPodOnNode(t, ctx, cs, ns, "my-pod", "node-4")
+			findEventRow(t, k, ns, []string{"Normal", "Scheduled", "pod/my-pod", "Successfully assigned " + ns + "/my-pod to node-4"})
+			stdout := k.ok("describe", "pod", "my-pod", "-n", ns)
+			for _, re := range []string{
+				`(?m)^Node:\s+node-4/?`,
+				`(?m)^  PodScheduled\s+True\s*$`,
+				`(?m)^  Normal\s+Scheduled\s+.*\s+default-scheduler\s+Successfully assigned ` + ns + `/my-pod to node-4$`,
+			} {
+				if !regexp.MustCompile(re).MatchString(stdout) {
+					t.Errorf("describe pod my-pod: no match for %s in:\n%s", re, stdout)
 				}
-			})
-
-			t.Run("unschedulable then scheduled", func(t *testing.T) {
-				k := newKubectl(t, s, version)
-				file := filepath.Join(dir, "my-pod.yaml")
-				writeFile(t, file, bigPod)
-				k.expect("pod/my-pod created", "apply", "-f", file)
-				pollScheduler(t, ctx, "PodScheduled=False on my-pod", func(ctx context.Context) (bool, error) {
-					p, err := cs.CoreV1().Pods("default").Get(ctx, "my-pod", metav1.GetOptions{})
-					if err != nil {
-						return false, err
-					}
-					for _, c := range p.Status.Conditions {
-						if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-							return true, nil
-						}
-					}
-					return false, nil
-				})
-				stdout := k.ok("describe", "pod", "my-pod")
-				for _, re := range []string{
-					`(?m)^Node:\s+<none>$`,
-					`(?m)^Status:\s+Pending$`,
-					`(?m)^  PodScheduled\s+False\s*$`,
-					`(?m)^  Warning\s+FailedScheduling\s+.*\s+default-scheduler\s+` + regexp.QuoteMeta(unschedulableMsg) + `$`,
-				} {
-					if !regexp.MustCompile(re).MatchString(stdout) {
-						t.Errorf("describe pod my-pod: no match for %s in:\n%s", re, stdout)
-					}
-				}
-				findEventRow(t, k, []string{"Warning", "FailedScheduling", "pod/my-pod", unschedulableMsg})
-
-				// A node with room appears: the pod is scheduled there.
-				if _, err := cs.CoreV1().Nodes().Create(ctx, e2eNode("node-4", "4", nil, nil), metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				waitPodOnNode(t, ctx, cs, "my-pod", "node-4")
-				findEventRow(t, k, []string{"Normal", "Scheduled", "pod/my-pod", "Successfully assigned default/my-pod to node-4"})
-				stdout = k.ok("describe", "pod", "my-pod")
-				for _, re := range []string{
-					`(?m)^Node:\s+node-4/?`,
-					`(?m)^  PodScheduled\s+True\s*$`,
-					`(?m)^  Normal\s+Scheduled\s+.*\s+default-scheduler\s+Successfully assigned default/my-pod to node-4$`,
-				} {
-					if !regexp.MustCompile(re).MatchString(stdout) {
-						t.Errorf("describe pod my-pod: no match for %s in:\n%s", re, stdout)
-					}
-				}
-			})
+			}
 		})
 	}
 }
@@ -175,10 +186,10 @@ func pollScheduler(t *testing.T, ctx context.Context, what string, cond func(con
 	}
 }
 
-func waitPodOnNode(t *testing.T, ctx context.Context, cs kubernetes.Interface, pod, node string) {
+func waitPodOnNode(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, pod, node string) {
 	t.Helper()
-	pollScheduler(t, ctx, pod+" on "+node, func(ctx context.Context) (bool, error) {
-		p, err := cs.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+	pollScheduler(t, ctx, ns+"/"+pod+" on "+node, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -189,14 +200,14 @@ func waitPodOnNode(t *testing.T, ctx context.Context, cs kubernetes.Interface, p
 	})
 }
 
-// findEventRow polls `kubectl get events` (events are written
+// findEventRow polls `kubectl get events -n ns` (events are written
 // asynchronously) until a row has the given TYPE, REASON, OBJECT and
 // MESSAGE.
-func findEventRow(t *testing.T, k kubectl, want []string) {
+func findEventRow(t *testing.T, k kubectl, ns string, want []string) {
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		stdout, _, err := k.run("get", "events")
+		stdout, _, err := k.run("get", "events", "-n", ns)
 		if err != nil {
 			return false, nil
 		}
@@ -210,132 +221,5 @@ func findEventRow(t *testing.T, k kubectl, want []string) {
 	})
 	if err != nil {
 		t.Errorf("get events: no row %q in:\n%s", want, last)
-	}
-}
-
-// fakeNode is a Node object as a kubelet would register it, without a
-// kubelet: the scheduler only reads the API.
-func fakeNode(name string, cpu string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
-	res := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse(cpu),
-		corev1.ResourceMemory: resource.MustParse("8Gi"),
-		corev1.ResourcePods:   resource.MustParse("110"),
-	}
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels["kubernetes.io/hostname"] = name
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       corev1.NodeSpec{Taints: taints},
-		Status: corev1.NodeStatus{
-			Capacity: res, Allocatable: res,
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
-				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}},
-		},
-	}
-}
-
-func createNode(t *testing.T, cs kubernetes.Interface, n *corev1.Node) {
-	t.Helper()
-	ctx := context.Background()
-	st := n.Status
-	created, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create node %s: %v", n.Name, err)
-	}
-	created.Status = st
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("node %s status: %v", n.Name, err)
-	}
-}
-
-// TestScheduling drives the scheduler inside `skiff server` with kubectl:
-// a pod lands on the only node its constraints allow; a pod that fits
-// nowhere says why in `describe` and `get events`, and is scheduled once a
-// fitting node appears.
-func TestScheduling(t *testing.T) {
-	s := framework.StartServer(t, framework.Options{})
-	cs := s.Clientset(t)
-	createNode(t, cs, fakeNode("node-1", "2", map[string]string{"disktype": "hdd"}))
-	createNode(t, cs, fakeNode("node-2", "2", map[string]string{"disktype": "ssd"}))
-	createNode(t, cs, fakeNode("node-3", "8", nil, corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}))
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	for _, version := range kubectlVersions {
-		t.Run("kubectl-"+version, func(t *testing.T) {
-			k := newKubectl(t, s, version)
-			ns := "sched-" + strings.ReplaceAll(version, ".", "-")
-			k.ok("create", "namespace", ns)
-
-			// nodeSelector: only node-2 has disktype=ssd.
-			ssd := write(ns+"-ssd.yaml", `apiVersion: v1
-kind: Pod
-metadata:
-  name: ssd
-spec:
-  nodeSelector: {disktype: ssd}
-  containers:
-  - name: app
-    image: busybox:1.36
-`)
-			k.ok("apply", "-n", ns, "-f", ssd)
-			waitOutput(t, k, "ssd on node-2", []string{"get", "pod", "ssd", "-n", ns, "-o", "jsonpath={.spec.nodeName}"},
-				func(out string) bool { return out == "node-2" })
-			out := k.ok("describe", "pod", "ssd", "-n", ns)
-			framework.MustContain(t, "describe pod ssd", out, "Node:", "node-2/", "Scheduled", "default-scheduler",
-				"Successfully assigned "+ns+"/ssd to node-2")
-
-			// Four CPUs fit nowhere: node-1 and node-2 have two, node-3's
-			// taint is not tolerated.
-			big := write(ns+"-big.yaml", `apiVersion: v1
-kind: Pod
-metadata:
-  name: big
-spec:
-  containers:
-  - name: app
-    image: busybox:1.36
-    resources:
-      requests: {cpu: "4"}
-`)
-			k.ok("apply", "-n", ns, "-f", big)
-			want := "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu. preemption: 0/3 nodes are available:"
-			waitOutput(t, k, "FailedScheduling in describe", []string{"describe", "pod", "big", "-n", ns},
-				func(out string) bool { return strings.Contains(out, want) })
-			out = k.ok("describe", "pod", "big", "-n", ns)
-			framework.MustContain(t, "describe pod big", out, "Status:       Pending", "PodScheduled   False", "FailedScheduling", "Warning")
-			out = k.ok("get", "events", "-n", ns, "--field-selector", "involvedObject.name=big")
-			framework.MustContain(t, "get events", out, "Warning", "FailedScheduling", "pod/big", want)
-			if phase := k.ok("get", "pod", "big", "-n", ns, "-o", "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].reason}"); phase != "Unschedulable" {
-				t.Errorf("PodScheduled reason %q, want Unschedulable", phase)
-			}
-		})
-	}
-	// A node with room appears: both pending pods are scheduled onto it,
-	// without any change to them.
-	createNode(t, cs, fakeNode("node-big", "16", nil))
-	for _, version := range kubectlVersions {
-		k := newKubectl(t, s, version)
-		ns := "sched-" + strings.ReplaceAll(version, ".", "-")
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			out := k.ok("get", "pod", "big", "-n", ns, "-o", "jsonpath={.spec.nodeName}")
-			if out == "node-big" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pod big in %s not scheduled on node-big within 60s (nodeName %q)", ns, out)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		out := k.ok("get", "events", "-n", ns, "--field-selector", "involvedObject.name=big")
-		framework.MustContain(t, "get events after node-big", out, "Scheduled", "Successfully assigned "+ns+"/big to node-big")
 	}
 }
