@@ -47,7 +47,10 @@ func TestCrashLoopBackOffGrows(t *testing.T) {
 		for _, c := range ctrs {
 			created[c.Id] = c.CreatedAt
 		}
-		clk.Step(100 * time.Millisecond)
+		// 25 ms of fake time per 2 ms of real time: the kubelet reacts to a
+		// back-off timer within a few hundred real milliseconds even under
+		// the race detector on a loaded machine, a few fake seconds at most.
+		clk.Step(25 * time.Millisecond)
 		time.Sleep(2 * time.Millisecond) // let the kubelet's goroutines run between steps
 	}
 	if len(created) < 5 {
