@@ -32,10 +32,21 @@ type agentNetwork struct {
 	podCIDR, bridge string
 }
 
-func newAgentNetwork(t *testing.T) agentNetwork {
+// newAgentNetwork also checks, once the test's agents have stopped, that
+// no process of their containerd (a shim) outlived them in dataDir; those
+// left are killed by PID and reported.
+func newAgentNetwork(t *testing.T, dataDir string) agentNetwork {
 	t.Helper()
 	n := agentNetwork{podCIDR: testimages.FreePodCIDR(t, 30, 49).String(), bridge: fmt.Sprintf("ski%08x", rand.Uint32())}
 	t.Cleanup(func() {
+		if left := testimages.ProcessesMentioning(dataDir); len(left) > 0 {
+			t.Errorf("processes of the agent's containerd still running after it stopped; killing them: %s", strings.Join(left, "; "))
+			for _, p := range left {
+				if pid, _ := strconv.Atoi(strings.Fields(p)[0]); pid > 0 {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
 		if err := cri.RemoveMasquerade(n.bridge); err != nil {
 			t.Errorf("remove masquerade chain of %s: %v", n.bridge, err)
 		}
@@ -71,8 +82,56 @@ func startAgent(t *testing.T, c *framework.Cluster, dataDir string, network agen
 			t.Errorf("agent did not stop")
 		}
 	}
-	t.Cleanup(stop)
+	// At the end of the test, while the agent still runs, its pods are
+	// deleted and gone (containers, sandboxes, network) before it stops.
+	t.Cleanup(func() {
+		if !stopped {
+			deleteAllPods(t, c, dataDir)
+		}
+		stop()
+	})
 	return stop
+}
+
+// deleteAllPods deletes the pods of the default namespace (grace period
+// 1 s) and waits until the API server has none left and the agent's
+// containerd no sandbox.
+func deleteAllPods(t *testing.T, c *framework.Cluster, dataDir string) {
+	ctx := context.Background()
+	grace := int64(1)
+	if err := c.Client.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
+		t.Errorf("cleanup: delete pods: %v", err)
+		return
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pods, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err == nil && len(pods.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("cleanup: pods still there after 60s: %v %v", pods, err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	client, err := cri.Connect(ctx, "unix://"+filepath.Join(dataDir, "agent", "containerd", "containerd.sock"), 0)
+	if err != nil {
+		t.Errorf("cleanup: connect to the agent's containerd: %v", err)
+		return
+	}
+	defer client.Close()
+	for {
+		sandboxes, err := client.Runtime.ListPodSandbox(ctx, nil)
+		if err == nil && len(sandboxes) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("cleanup: sandboxes still there after 60s: %d %v", len(sandboxes), err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestKubeletContainerd runs pods on real containerd through the agent:
@@ -96,7 +155,7 @@ func TestKubeletContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dataDir) })
-	network := newAgentNetwork(t)
+	network := newAgentNetwork(t, dataDir)
 	stop := startAgent(t, c, dataDir, network)
 	ctx := context.Background()
 

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -210,7 +209,7 @@ func (s *AgentServer) afterStop(t testing.TB) {
 	if s.Server == nil {
 		return // StartServer failed; it stopped its own process
 	}
-	if left := processesMentioning(s.DataDir); len(left) > 0 {
+	if left := testimages.ProcessesMentioning(s.DataDir); len(left) > 0 {
 		t.Errorf("cleanup: processes of the server's containerd still running after it stopped; killing them: %s", strings.Join(left, "; "))
 		for _, p := range left {
 			pid, _ := strconv.Atoi(strings.Fields(p)[0])
@@ -225,25 +224,6 @@ func (s *AgentServer) afterStop(t testing.TB) {
 	if out, err := exec.Command("ip", "link", "del", s.Node.Bridge).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("Cannot find device")) {
 		t.Logf("cleanup: delete bridge %s: %v: %s", s.Node.Bridge, err, out)
 	}
-}
-
-// processesMentioning lists "pid cmdline" of the processes whose command
-// line contains s.
-func processesMentioning(s string) []string {
-	entries, _ := os.ReadDir("/proc")
-	var found []string
-	self := strconv.Itoa(os.Getpid())
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' || e.Name() == self {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(cmdline, []byte(s)) {
-			continue
-		}
-		found = append(found, e.Name()+" "+strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "))
-	}
-	return found
 }
 
 func randomHex(t testing.TB, n int) string {
