@@ -27,7 +27,8 @@ func TestCrashLoopBackOffGrows(t *testing.T) {
 	}
 	cs := fake.NewClientset(pod)
 	k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(), Clock: clk,
-		Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, RelistPeriod: time.Second, HousekeepingPeriod: 24 * time.Hour})
+		Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, RelistPeriod: time.Second, HousekeepingPeriod: 24 * time.Hour,
+		ImageFsStat: rt.ImageFsStat})
 	if err != nil {
 		t.Fatal(err)
 	}

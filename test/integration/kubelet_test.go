@@ -36,6 +36,7 @@ func startNode(t *testing.T, c *framework.Cluster, name string, rt *fakeruntime.
 		PodCIDR: "10.88.0.0/16", NodeLabels: map[string]string{"skiff.dev/test": "yes"},
 		ProbeDialer: rt.DialContext, RelistPeriod: 100 * time.Millisecond, ResyncPeriod: 500 * time.Millisecond,
 		NodeStatusUpdateFrequency: 500 * time.Millisecond, HousekeepingPeriod: time.Second,
+		ImageFsStat: rt.ImageFsStat,
 	})
 	if err != nil {
 		t.Fatal(err)

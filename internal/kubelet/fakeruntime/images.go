@@ -148,3 +148,19 @@ func (r *Runtime) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoRespo
 		UsedBytes: &runtimeapi.UInt64Value{Value: used}, InodesUsed: &runtimeapi.UInt64Value{Value: uint64(len(r.images))}}
 	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{fs}}, nil
 }
+
+// ImageFsCapacity is the size of the simulated image filesystem.
+const ImageFsCapacity = 100 << 30
+
+// ImageFsStat is a kubelet's ImageFsStat for this runtime: its image
+// filesystem holds ImageFsCapacity bytes, of which its images use their
+// sizes.
+func (r *Runtime) ImageFsStat(mountpoint string) (capacity, available uint64, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var used uint64
+	for _, img := range r.images {
+		used += img.img.Size
+	}
+	return ImageFsCapacity, ImageFsCapacity - min(used, ImageFsCapacity), nil
+}
