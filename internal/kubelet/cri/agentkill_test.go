@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/cri/cribench"
+	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
 )
 
 // agentDirEnv tells TestHelperAgent, run as a child process, which data
@@ -112,7 +113,7 @@ func TestAgentKilled(t *testing.T) {
 		err := syscall.Kill(containerdPID, 0)
 		return err != nil, fmt.Sprintf("pid %d: %v", containerdPID, err)
 	})
-	if shims := processesMentioning(dataDir + "/containerd/containerd.sock"); len(shims) == 0 {
+	if shims := testimages.ProcessesMentioning(dataDir + "/containerd/containerd.sock"); len(shims) == 0 {
 		t.Fatal("no shim left running: the pod died with the agent")
 	}
 

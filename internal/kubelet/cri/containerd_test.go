@@ -427,7 +427,7 @@ func TestStartFailure(t *testing.T) {
 	if time.Since(start) > 20*time.Second {
 		t.Errorf("failure took %v; it should not wait for the ready timeout", time.Since(start))
 	}
-	if left := processesMentioning(filepath.Join(dir, "containerd")); len(left) > 0 {
+	if left := testimages.ProcessesMentioning(filepath.Join(dir, "containerd")); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
 	}
 }

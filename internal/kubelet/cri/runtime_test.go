@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -126,7 +125,7 @@ func (rt *testRuntime) stop(t testing.TB) {
 	if pid != 0 && syscall.Kill(pid, 0) == nil {
 		t.Errorf("containerd pid %d still running after stop", pid)
 	}
-	if left := processesMentioning(rt.c.Address()); len(left) > 0 {
+	if left := testimages.ProcessesMentioning(rt.c.Address()); len(left) > 0 {
 		t.Errorf("processes of this containerd left after stop: %v", left)
 	}
 	if rt.bridge != "" {
@@ -178,24 +177,6 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 		}
 		<-tick.C
 	}
-}
-
-// processesMentioning lists "pid cmdline" of processes whose command line
-// contains s (e.g. shims given this containerd's socket address).
-func processesMentioning(s string) []string {
-	entries, _ := os.ReadDir("/proc")
-	var found []string
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(cmdline, []byte(s)) {
-			continue
-		}
-		found = append(found, e.Name()+" "+strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "))
-	}
-	return found
 }
 
 func randomHex(n int) string {
