@@ -8,18 +8,17 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func freeBytes(path string) int64 {
-	var st unix.Statfs_t
-	if unix.Statfs(path, &st) != nil {
+	_, available, err := fsStat(path)
+	if err != nil {
 		return 0
 	}
-	return int64(st.Bavail) * st.Bsize
+	return int64(available)
 }
 
 // relistLoop lists the runtime every RelistPeriod and wakes the workers of

@@ -65,9 +65,9 @@ type imageRecord struct {
 	pinned        bool
 }
 
-// imageFsStat reads the capacity and the available bytes of the
-// filesystem holding path.
-func imageFsStat(path string) (capacity, available uint64, err error) {
+// fsStat reads the capacity and the available bytes of the filesystem
+// holding path.
+func fsStat(path string) (capacity, available uint64, err error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
 		return 0, 0, err

@@ -176,7 +176,7 @@ func New(cfg Config) (*Kubelet, error) {
 		return nil, fmt.Errorf("kubelet: %w", err)
 	}
 	if cfg.ImageFsStat == nil {
-		cfg.ImageFsStat = imageFsStat
+		cfg.ImageFsStat = fsStat
 	}
 	k := &Kubelet{
 		cfg: cfg, client: cfg.Client, runtime: cfg.Runtime, images: cfg.Images, clock: cfg.Clock,
