@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -216,6 +217,24 @@ func (h *resourceHandler) toStorage(obj runtime.Object) (runtime.Object, error) 
 
 func (h *resourceHandler) setTypeMeta(obj runtime.Object) {
 	obj.GetObjectKind().SetGroupVersionKind(h.gvk)
+}
+
+// typedForEncoding returns obj, which may be shared (the watch cache's),
+// with the resource's apiVersion and kind set, to be encoded: a shallow
+// copy of the struct, which encoders only read, instead of a deep copy of
+// the whole object.
+func (h *resourceHandler) typedForEncoding(obj runtime.Object) runtime.Object {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		obj = obj.DeepCopyObject()
+		h.setTypeMeta(obj)
+		return obj
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	out := c.Interface().(runtime.Object)
+	h.setTypeMeta(out)
+	return out
 }
 
 // readBody reads a request body up to maxBodyBytes.

@@ -292,8 +292,9 @@ func (h *resourceHandler) bind(w http.ResponseWriter, r *http.Request, info requ
 	if binding.Target.Name == "" {
 		return badRequest("binding target name is required")
 	}
+	// The store hands the update an object of its own: changed in place.
 	_, err = h.store.GuaranteedUpdate(ctx, h.key(info.Namespace, info.Name), nil, false, func(cur runtime.Object) (runtime.Object, error) {
-		pod := cur.(*corev1.Pod).DeepCopy()
+		pod := cur.(*corev1.Pod)
 		if pod.DeletionTimestamp != nil {
 			return nil, apierrors.NewConflict(h.gr, info.Name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", info.Name))
 		}

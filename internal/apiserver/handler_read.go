@@ -251,8 +251,7 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 					if err != nil {
 						return nil, err
 					}
-					served = served.DeepCopyObject()
-					h.setTypeMeta(served)
+					served = h.typedForEncoding(served)
 					var buf bytes.Buffer
 					if err := out.info.Serializer.Encode(served, &buf); err != nil {
 						return nil, err
@@ -297,8 +296,7 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 				case out.as == "PartialObjectMetadata" || out.as == "PartialObjectMetadataList":
 					obj = partialMetadata(obj)
 				default:
-					obj = obj.DeepCopyObject()
-					h.setTypeMeta(obj)
+					obj = h.typedForEncoding(obj)
 				}
 			}
 			if err := ws.send(ev.Type, obj); err != nil {

@@ -143,8 +143,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, http.StatusOK, s.cfg.Version)
 		return
 	}
-	user, ok := User{}, false
-	if s.cfg.Authenticate != nil {
+	user, ok := inProcessUser(r.Context())
+	if !ok && s.cfg.Authenticate != nil {
 		user, ok = s.cfg.Authenticate(r)
 	}
 	if !ok {

@@ -64,9 +64,9 @@ type ServerConfig struct {
 	// ImageGC is the local node's image garbage collection policy; the
 	// kubelet's defaults when nil.
 	ImageGC *kubelet.ImageGCPolicy
-	// OnReady, when set, is called once the server answers requests, with
-	// its URL and the admin kubeconfig's path (in-process test clusters).
-	OnReady func(url, kubeconfig string)
+	// OnReady, when set, is called once the server answers requests
+	// (in-process test clusters).
+	OnReady func(ReadyServer)
 	// UnsafeNoFsync runs the embedded etcd without fsync: for throwaway
 	// test clusters only, a crash loses data.
 	UnsafeNoFsync bool
@@ -211,19 +211,23 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			}
 		})
 	}
+	inProcess := func(user string) *rest.Config {
+		return &rest.Config{Host: serverURL, Transport: api.InProcessTransport(apiserver.User{Name: user})}
+	}
 	g.Go(func() error {
 		rc, err := keys.AdminRESTConfig(serverURL)
 		if err != nil {
 			return err
 		}
-		cs, err := kubernetes.NewForConfig(rc)
+		controllers := inProcess("system:kube-controller-manager")
+		cs, err := kubernetes.NewForConfig(controllers)
 		if err != nil {
 			return err
 		}
 		if err := bootstrapNamespaces(gctx, cs); err != nil {
 			return err
 		}
-		if err := startControllers(gctx, g, rc, cs, api.Metrics(), !cfg.DisableScheduler); err != nil {
+		if err := startControllers(gctx, g, controllers, cs, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
@@ -241,16 +245,27 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			fmt.Fprintf(os.Stderr, "\nskiff server is running at %s\n  kubeconfig: %s\n  try:        skiff kubectl get namespaces   (or: KUBECONFIG=%s kubectl get pods)\n\n", serverURL, kubeconfigPath, kubeconfigPath)
 		}
 		if cfg.OnReady != nil {
-			cfg.OnReady(serverURL, kubeconfigPath)
+			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: inProcess})
 		}
 		return nil
 	})
 	return g.Wait()
 }
 
+// ReadyServer is a server that answers requests.
+type ReadyServer struct {
+	URL        string
+	Kubeconfig string // the admin kubeconfig's path
+	// InProcessConfig is a client config that reaches the API server in
+	// this process without a connection, authenticated as user: what the
+	// server's scheduler and controllers use.
+	InProcessConfig func(user string) *rest.Config
+}
+
 // startControllers runs the controllers of the control plane in g; they
-// reach the API server through client-go like any other client.
-func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool) error {
+// reach the API server through client-go like any other client, over
+// rc's in-process transport; the scheduler over schedRC's.
+func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return err
@@ -272,7 +287,7 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 		return nil
 	}
 	// The scheduler gets a client of its own: protobuf, not rate limited.
-	schedConfig := rest.CopyConfig(rc)
+	schedConfig := rest.CopyConfig(schedRC)
 	schedConfig.QPS, schedConfig.Burst = -1, 0
 	schedConfig.ContentType = "application/vnd.kubernetes.protobuf"
 	schedConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"

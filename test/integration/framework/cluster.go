@@ -34,6 +34,9 @@ type Cluster struct {
 	DataDir    string
 	RESTConfig *rest.Config
 	Client     kubernetes.Interface
+	// InProcessConfig reaches the API server without a connection, as
+	// the server's own scheduler and controllers do.
+	InProcessConfig func(user string) *rest.Config
 }
 
 // NewCluster starts a control plane on a free loopback port with a fresh
@@ -54,8 +57,8 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			LogLevel:         "error",
 			UnsafeNoFsync:    !opts.Fsync,
 			CompactInterval:  opts.CompactInterval,
-			OnReady: func(url, kubeconfig string) {
-				c.URL, c.Kubeconfig = url, kubeconfig
+			OnReady: func(r app.ReadyServer) {
+				c.URL, c.Kubeconfig, c.InProcessConfig = r.URL, r.Kubeconfig, r.InProcessConfig
 				close(ready)
 			},
 		})
