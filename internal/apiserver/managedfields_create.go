@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
 )
 
 // strippedMetaFields are the paths the field manager never records as
@@ -42,16 +43,14 @@ func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string
 	if err != nil {
 		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
 	}
-	gvk := obj.GetObjectKind().GroupVersionKind()
-	if gvk.Empty() {
-		obj.GetObjectKind().SetGroupVersionKind(h.gvk)
-		defer obj.GetObjectKind().SetGroupVersionKind(gvk)
-	}
-	tv, err := typeConverter.ObjectToTyped(obj, typed.AllowDuplicates)
+	// A Go struct of the resource's type matches its schema by
+	// construction: no validation pass (the field manager's conversion
+	// validates, allowing duplicates, which is all it could find).
+	v, err := value.NewValueReflect(obj)
 	if err != nil {
 		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
 	}
-	cmp, err := empty.Compare(tv)
+	cmp, err := empty.Compare(typed.AsTypedUnvalidated(v, empty.Schema(), empty.TypeRef()))
 	if err != nil {
 		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
 	}
