@@ -40,7 +40,8 @@ func TestStreaming(t *testing.T) {
 	_, image := testimages.NewTestRegistry(t)
 	for _, version := range kubectlVersions {
 		t.Run("kubectl-"+version, func(t *testing.T) {
-			s := framework.StartServer(t, framework.Options{EnableAgent: true})
+			// A node, pod CIDR and bridge of its own, removed at the end.
+			s := framework.StartAgentServer(t, framework.Options{}).Server
 			cs := s.Clientset(t)
 			ctx := framework.Context(t, 10*time.Minute)
 			node := waitNode(t, ctx, cs)

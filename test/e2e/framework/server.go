@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +32,9 @@ const ReadyLine = "skiff server is running at "
 // (--disable-agent) with embedded etcd.
 type Options struct {
 	// EnableAgent runs the local node agent; by default it is disabled, so
-	// pods stay Pending with no node.
+	// pods stay Pending with no node. Only with a node network of the
+	// test's own (Node.Options; StartAgentServer sets both): the default
+	// bridge and pod CIDR are those of a user's skiff on the machine.
 	EnableAgent bool
 	// EtcdServers, when set, is passed as --etcd-servers.
 	EtcdServers []string
@@ -72,6 +75,9 @@ type Server struct {
 // test failed.
 func StartServer(t testing.TB, opts Options) *Server {
 	t.Helper()
+	if opts.EnableAgent && !slices.Contains(opts.ExtraArgs, "--cni-bridge") {
+		t.Fatal("framework: a server with its agent needs a network of its own: use StartAgentServer or Node.Options")
+	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
 	}
