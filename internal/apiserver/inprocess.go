@@ -42,9 +42,10 @@ func (t *inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error
 	if body == nil {
 		body = http.NoBody
 	}
+	u := *req.URL
 	sreq := (&http.Request{
 		Method:        req.Method,
-		URL:           req.URL,
+		URL:           &u,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
