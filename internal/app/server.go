@@ -262,6 +262,17 @@ type ReadyServer struct {
 	InProcessConfig func(user string) *rest.Config
 }
 
+// SchedulerClientConfig is the client config of the server's scheduler
+// derived from rc: protobuf, not rate limited, its own user agent.
+func SchedulerClientConfig(rc *rest.Config) *rest.Config {
+	c := rest.CopyConfig(rc)
+	c.QPS, c.Burst = -1, 0
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	c.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	c.UserAgent = "default-scheduler"
+	return c
+}
+
 // startControllers runs the controllers of the control plane in g; they
 // reach the API server through client-go like any other client, over
 // rc's in-process transport; the scheduler over schedRC's.
@@ -286,13 +297,7 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 	if !withScheduler {
 		return nil
 	}
-	// The scheduler gets a client of its own: protobuf, not rate limited.
-	schedConfig := rest.CopyConfig(schedRC)
-	schedConfig.QPS, schedConfig.Burst = -1, 0
-	schedConfig.ContentType = "application/vnd.kubernetes.protobuf"
-	schedConfig.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	schedConfig.UserAgent = "default-scheduler"
-	schedClient, err := kubernetes.NewForConfig(schedConfig)
+	schedClient, err := kubernetes.NewForConfig(SchedulerClientConfig(schedRC))
 	if err != nil {
 		return err
 	}

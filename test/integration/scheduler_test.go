@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/skiff-sh/skiff/internal/app"
 	"github.com/skiff-sh/skiff/internal/scheduler"
 	"github.com/skiff-sh/skiff/internal/scheduler/fixture"
 	"github.com/skiff-sh/skiff/internal/scheduler/property"
@@ -58,11 +59,7 @@ func schedClient(t testing.TB, c *framework.Cluster) kubernetes.Interface {
 // in-process, protobuf, without rate limit.
 func startScheduler(t testing.TB, c *framework.Cluster, mutate func(*scheduler.Config)) *scheduler.Scheduler {
 	t.Helper()
-	rc := c.InProcessConfig("system:kube-scheduler")
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	rc.QPS, rc.Burst = -1, 0
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubernetes.NewForConfig(app.SchedulerClientConfig(c.InProcessConfig("system:kube-scheduler")))
 	if err != nil {
 		t.Fatal(err)
 	}
