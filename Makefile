@@ -2,7 +2,7 @@
 GO        ?= go
 PKGS      := ./...
 # Packages with concurrency, run again under the race detector.
-RACE_PKGS := ./internal/storage/... ./internal/apiserver/... ./internal/kubelet/... ./internal/scheduler/...
+RACE_PKGS := ./internal/storage/... ./internal/apiserver/... ./internal/kubelet/... ./internal/scheduler/... ./internal/hugepages/
 FUZZTIME  ?= 10s
 # The Go runtime gives memory back to the kernel with MADV_FREE (reclaimed
 # when the machine needs it) instead of MADV_DONTNEED (unmapped at once):

@@ -67,6 +67,7 @@ func runServer(args []string) int {
 	fs.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of the local node (default: start containerd)")
 	fs.StringVar(&cfg.PodCIDR, "pod-cidr", app.DefaultPodCIDR, "the local node's pod range until spec.podCIDR is assigned")
 	fs.StringVar(&cfg.CNIBridge, "cni-bridge", "cni0", "the local node's pod bridge (agents side by side need their own)")
+	hugePages := fs.Bool("huge-pages", true, "back the server's memory with transparent huge pages when the kernel leaves that to programs (THP mode madvise): fewer page faults as the heap grows, for about a tenth more resident memory")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -88,6 +89,7 @@ func runServer(args []string) int {
 	if etcdServers != "" {
 		cfg.EtcdServers = strings.Split(etcdServers, ",")
 	}
+	cfg.NoHugePages = !*hugePages
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := app.RunServer(ctx, cfg); err != nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
 	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/internal/hugepages"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/scheduler"
@@ -73,6 +74,10 @@ type ServerConfig struct {
 	// CompactInterval is how often etcd history is compacted; 0 means 5
 	// minutes, as kube-apiserver.
 	CompactInterval time.Duration
+	// NoHugePages leaves the process's memory in the kernel's base page
+	// size. By default the server advises its heap for transparent huge
+	// pages when the kernel's mode is "madvise" (internal/hugepages).
+	NoHugePages bool
 }
 
 // systemNamespaces exist from the start.
@@ -182,6 +187,17 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return api.Run(gctx) })
+	if !cfg.NoHugePages {
+		g.Go(func() error {
+			// The heap grows by hundreds of megabytes under bursts of
+			// writes; huge pages make that growth cheap. Not being able to
+			// advise is no reason to stop the server.
+			if err := hugepages.Run(gctx, hugepages.Config{}); err != nil {
+				slog.Warn("transparent huge pages: stopped advising the heap", "err", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		err := srv.ServeTLS(ln, "", "")
 		if errors.Is(err, http.ErrServerClosed) {
