@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -575,19 +576,20 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 
 	var start time.Time
 	var createTime, cpu0 time.Duration
+	var faults0 int64
 	var stopProfile func()
 	if precreate {
 		createTime = createAll()
 		b.StartTimer()
 		stopProfile = startProfile(b)
-		start, cpu0 = time.Now(), processCPU(b)
+		start, cpu0, faults0 = time.Now(), processCPU(b), processFaults(b)
 		startScheduler(b, c, nil)
 	} else {
 		s := startScheduler(b, c, nil)
 		schedPoll(b, 60*time.Second, "scheduler leading", func(context.Context) (bool, error) { return s.Leading(), nil })
 		b.StartTimer()
 		stopProfile = startProfile(b)
-		start, cpu0 = time.Now(), processCPU(b)
+		start, cpu0, faults0 = time.Now(), processCPU(b), processFaults(b)
 		createTime = createAll()
 	}
 	select {
@@ -597,11 +599,16 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	}
 	elapsed := time.Since(start)
 	cpuPerPod := (processCPU(b) - cpu0) / time.Duration(numPods)
+	faultsPerPod := float64(processFaults(b)-faults0) / float64(numPods)
 	b.StopTimer()
 	stopProfile()
 	// The whole process (API server, etcd, scheduler, clients) shares the
 	// machine with other work: CPU time per pod is the steadier figure.
 	b.ReportMetric(float64(cpuPerPod.Microseconds())/1000, "cpu-ms/pod")
+	// Page faults: each first touch of heap memory the process grows into
+	// (costly on virtual machines).
+	b.ReportMetric(faultsPerPod, "faults/pod")
+	b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-rss-MiB")
 
 	counts := make([]int, 0, numNodes)
 	for i := 0; i < numNodes; i++ {
@@ -629,6 +636,26 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 		numNodes, numPods, float64(numPods)/elapsed.Seconds(), float64(numPods)/createTime.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100], cpuPerPod, counts[0], counts[len(counts)-1], rewatches)
 }
 
+// processFaults is the number of page faults the test process took so far
+// (minor ones: memory it touched for the first time, or again after giving
+// it back).
+func processFaults(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Minflt + ru.Majflt
+}
+
+// peakRSS is the most resident memory the test process has had, in bytes.
+func peakRSS(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Maxrss << 10
+}
+
 // processCPU is the CPU time (user and system) the test process used so far.
 func processCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
@@ -639,21 +666,39 @@ func processCPU(b *testing.B) time.Duration {
 }
 
 // startProfile writes a CPU profile of the measured part of a run to
-// $SKIFF_SCHED_CPUPROFILE, when set; the returned func stops it.
+// $SKIFF_SCHED_CPUPROFILE and a heap profile taken at its end (the live
+// heap after a collection, and what the whole process allocated) to
+// $SKIFF_SCHED_MEMPROFILE, when set; the returned func stops the CPU
+// profile and writes the heap profile.
 func startProfile(b *testing.B) func() {
-	path := os.Getenv("SKIFF_SCHED_CPUPROFILE")
+	stop := func() {}
+	if path := os.Getenv("SKIFF_SCHED_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		stop = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+	}
+	path := os.Getenv("SKIFF_SCHED_MEMPROFILE")
 	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
+		return stop
 	}
 	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		stop()
+		runtime.GC()
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
