@@ -137,6 +137,15 @@ var nonZeroOptions = resourcehelper.PodResourcesOptions{
 // podRequests returns the pod's requests and its cpu and memory requests
 // with scoring defaults for containers that set none.
 func podRequests(pod *corev1.Pod) (req Resource, nonZeroCPU, nonZeroMem int64) {
+	if req, ok := plainPodRequests(pod); ok {
+		return req, req.MilliCPU, req.Memory
+	}
+	return podRequestsByHelper(pod)
+}
+
+// podRequestsByHelper computes podRequests with component-helpers, for every
+// pod.
+func podRequestsByHelper(pod *corev1.Pod) (req Resource, nonZeroCPU, nonZeroMem int64) {
 	req = NewResource(resourcehelper.PodRequests(pod, podRequestOptions))
 	req.AllowedPodNumber = 0
 	if setsCPUAndMemory(pod) {
@@ -145,6 +154,71 @@ func podRequests(pod *corev1.Pod) (req Resource, nonZeroCPU, nonZeroMem int64) {
 	}
 	nz := resourcehelper.PodRequests(pod, nonZeroOptions)
 	return req, nz.Cpu().MilliValue(), nz.Memory().Value()
+}
+
+// plainPodRequests computes the requests of the common pod without building
+// resource lists: containers only (no init containers), each requesting cpu
+// and memory and at most ephemeral storage besides, no pod-level requests,
+// no resources in the containers' statuses and no resize pending. For such a
+// pod component-helpers' PodRequests is the sum of the containers' requests
+// plus the overhead, and the scoring defaults do not apply; the quantities
+// are added as Quantities, as there, before conversion. ok is false for any
+// other pod.
+func plainPodRequests(pod *corev1.Pod) (req Resource, ok bool) {
+	if len(pod.Spec.InitContainers) > 0 || resourcehelper.IsPodLevelRequestsSet(pod) || statusHasResources(pod) {
+		return Resource{}, false
+	}
+	var cpu, mem, eph resource.Quantity
+	add := func(rl corev1.ResourceList) bool {
+		for name, q := range rl {
+			switch name {
+			case corev1.ResourceCPU:
+				cpu.Add(q)
+			case corev1.ResourceMemory:
+				mem.Add(q)
+			case corev1.ResourceEphemeralStorage:
+				eph.Add(q)
+			default:
+				return false
+			}
+		}
+		return true
+	}
+	for i := range pod.Spec.Containers {
+		r := pod.Spec.Containers[i].Resources.Requests
+		if _, ok := r[corev1.ResourceCPU]; !ok {
+			return Resource{}, false
+		}
+		if _, ok := r[corev1.ResourceMemory]; !ok {
+			return Resource{}, false
+		}
+		if !add(r) {
+			return Resource{}, false
+		}
+	}
+	if !add(pod.Spec.Overhead) {
+		return Resource{}, false
+	}
+	return Resource{MilliCPU: cpu.MilliValue(), Memory: mem.Value(), EphemeralStorage: eph.Value()}, true
+}
+
+// statusHasResources reports whether a container status carries resources
+// (allocated or actual) or a resize is pending: component-helpers then takes
+// the status into account.
+func statusHasResources(pod *corev1.Pod) bool {
+	for _, list := range [2][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for i := range list {
+			if list[i].AllocatedResources != nil || list[i].Resources != nil {
+				return true
+			}
+		}
+	}
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodResizePending {
+			return true
+		}
+	}
+	return false
 }
 
 // setsCPUAndMemory reports whether every container of the pod sets both a
