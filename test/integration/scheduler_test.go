@@ -464,7 +464,9 @@ func BenchmarkSchedulerThroughput(b *testing.B) {
 
 func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	b.StopTimer()
-	c := framework.NewCluster(b, framework.Options{DisableScheduler: true})
+	// SKIFF_HUGE_PAGES=false runs the server as `skiff server
+	// --huge-pages=false`, for comparisons.
+	c := framework.NewCluster(b, framework.Options{DisableScheduler: true, NoHugePages: os.Getenv("SKIFF_HUGE_PAGES") == "false"})
 	ctx := context.Background()
 	const parallel = 64
 	clients := make([]kubernetes.Interface, parallel)
@@ -666,10 +668,10 @@ func processCPU(b *testing.B) time.Duration {
 }
 
 // startProfile writes a CPU profile of the measured part of a run to
-// $SKIFF_SCHED_CPUPROFILE and a heap profile taken at its end (the live
-// heap after a collection, and what the whole process allocated) to
-// $SKIFF_SCHED_MEMPROFILE, when set; the returned func stops the CPU
-// profile and writes the heap profile.
+// $SKIFF_SCHED_CPUPROFILE and heap profiles taken at its start and end
+// (live heap after a collection, and what the process allocated so far) to
+// $SKIFF_SCHED_MEMPROFILE.start and $SKIFF_SCHED_MEMPROFILE, when set; the
+// returned func stops the CPU profile and writes the second heap profile.
 func startProfile(b *testing.B) func() {
 	stop := func() {}
 	if path := os.Getenv("SKIFF_SCHED_CPUPROFILE"); path != "" {
@@ -689,8 +691,7 @@ func startProfile(b *testing.B) func() {
 	if path == "" {
 		return stop
 	}
-	return func() {
-		stop()
+	writeHeap := func(path string) {
 		runtime.GC()
 		f, err := os.Create(path)
 		if err != nil {
@@ -700,5 +701,12 @@ func startProfile(b *testing.B) func() {
 		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 			b.Fatal(err)
 		}
+	}
+	// The profile at the start lets pprof -base show what the measured
+	// part alone allocated.
+	writeHeap(path + ".start")
+	return func() {
+		stop()
+		writeHeap(path)
 	}
 }

@@ -25,6 +25,9 @@ type Options struct {
 	DisableScheduler bool
 	// CompactInterval overrides the 5-minute etcd compaction period.
 	CompactInterval time.Duration
+	// NoHugePages turns off the server's transparent huge page advice
+	// (skiff server --huge-pages=false), for comparisons.
+	NoHugePages bool
 }
 
 // Cluster is a running in-process control plane.
@@ -57,6 +60,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			LogLevel:         "error",
 			UnsafeNoFsync:    !opts.Fsync,
 			CompactInterval:  opts.CompactInterval,
+			NoHugePages:      opts.NoHugePages,
 			OnReady: func(r app.ReadyServer) {
 				c.URL, c.Kubeconfig, c.InProcessConfig = r.URL, r.Kubeconfig, r.InProcessConfig
 				close(ready)
