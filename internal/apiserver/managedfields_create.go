@@ -54,7 +54,12 @@ func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string
 	if err != nil {
 		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
 	}
-	set := cmp.Modified.Union(cmp.Added)
+	// Against the empty object every field is added; Modified stays empty
+	// unless the empty object has defaults of its own.
+	set := cmp.Added
+	if !cmp.Modified.Empty() {
+		set = set.Union(cmp.Modified)
+	}
 	if h.mainResetFilter != nil {
 		set = h.mainResetFilter.Filter(set)
 	}
