@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -51,7 +52,35 @@ func main() {
 }
 
 func runServer(args []string) int {
+	cfg, err := parseServerFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintf(os.Stderr, "skiff server: %v\n", err)
+		}
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := app.RunServer(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "skiff server: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// errUsage is a flag error the flag package has already printed, with the
+// usage, to its output.
+var errUsage = errors.New("usage")
+
+// parseServerFlags turns `skiff server` flags into its configuration.
+// Errors and help go to output; the error is flag.ErrHelp for -h, errUsage
+// for a flag the flag package rejected, else a value that does not parse.
+func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error) {
 	fs := flag.NewFlagSet("skiff server", flag.ContinueOnError)
+	fs.SetOutput(output)
 	cfg := app.ServerConfig{}
 	var etcdServers string
 	fs.StringVar(&cfg.DataDir, "data-dir", app.DefaultDataDir(), "directory for etcd data, certificates and the kubeconfig")
@@ -71,9 +100,9 @@ func runServer(args []string) int {
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return cfg, err
 		}
-		return 2
+		return cfg, errUsage
 	}
 	var err error
 	if cfg.NodeLabels, err = app.ParseNodeLabels(labels); err == nil {
@@ -83,20 +112,13 @@ func runServer(args []string) int {
 		err = cfg.ImageGC.Validate()
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "skiff server: %v\n", err)
-		return 2
+		return cfg, err
 	}
 	if etcdServers != "" {
 		cfg.EtcdServers = strings.Split(etcdServers, ",")
 	}
 	cfg.NoHugePages = !*hugePages
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := app.RunServer(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "skiff server: %v\n", err)
-		return 1
-	}
-	return 0
+	return cfg, nil
 }
 
 func runAgent(args []string) int {

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestParseServerFlags(t *testing.T) {
+	tests := []struct {
+		name          string
+		args          []string
+		wantErr       error
+		wantErrText   string
+		wantNoHuge    bool
+		wantEtcd      int
+		wantTaintKeys []string
+	}{
+		{name: "defaults"},
+		{name: "huge pages off", args: []string{"--huge-pages=false"}, wantNoHuge: true},
+		{name: "huge pages on", args: []string{"--huge-pages"}},
+		{name: "external etcd", args: []string{"--etcd-servers", "https://127.0.0.1:2379,https://127.0.0.2:2379"}, wantEtcd: 2},
+		{name: "taints", args: []string{"--register-with-taints", "dedicated=gpu:NoSchedule"}, wantTaintKeys: []string{"dedicated"}},
+		{name: "bad taint", args: []string{"--register-with-taints", "dedicated=gpu:Sometimes"}, wantErrText: "Sometimes"},
+		{name: "unknown flag", args: []string{"--no-such-flag"}, wantErr: errUsage},
+		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseServerFlags(tt.args, io.Discard)
+			switch {
+			case tt.wantErr != nil:
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("error %v, want %v", err, tt.wantErr)
+				}
+				return
+			case tt.wantErrText != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErrText) {
+					t.Fatalf("error %v, want one naming %q", err, tt.wantErrText)
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			if cfg.NoHugePages != tt.wantNoHuge {
+				t.Errorf("NoHugePages = %v, want %v", cfg.NoHugePages, tt.wantNoHuge)
+			}
+			if len(cfg.EtcdServers) != tt.wantEtcd {
+				t.Errorf("EtcdServers = %q, want %d", cfg.EtcdServers, tt.wantEtcd)
+			}
+			var keys []string
+			for _, taint := range cfg.Taints {
+				keys = append(keys, taint.Key)
+			}
+			if strings.Join(keys, ",") != strings.Join(tt.wantTaintKeys, ",") {
+				t.Errorf("taints %q, want %q", keys, tt.wantTaintKeys)
+			}
+			if cfg.SecurePort != 6443 || cfg.CNIBridge != "cni0" || cfg.ImageGC == nil {
+				t.Errorf("defaults lost: port %d, bridge %q, image GC %v", cfg.SecurePort, cfg.CNIBridge, cfg.ImageGC)
+			}
+		})
+	}
+}
