@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"net/http"
 	"os"
@@ -42,6 +43,33 @@ func TestServer(t *testing.T) {
 			if perm := info.Mode().Perm(); perm&0o077 != 0 {
 				t.Errorf("%s has mode %v: it holds the admin key, want no group/other access", name, perm)
 			}
+		}
+	})
+
+	t.Run("huge-pages", func(t *testing.T) {
+		// By default the server advises its heap for transparent huge
+		// pages when the kernel leaves that to programs (mode madvise);
+		// in the other modes it leaves its memory alone.
+		raw, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+		if err != nil {
+			t.Fatal(err)
+		}
+		madvise := strings.Contains(string(raw), "[madvise]")
+		smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", s.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		advised := 0
+		for _, line := range strings.Split(string(smaps), "\n") {
+			if strings.HasPrefix(line, "VmFlags:") && strings.Contains(line+" ", " hg ") {
+				advised++
+			}
+		}
+		if madvise && advised == 0 {
+			t.Errorf("THP mode %q: no mapping of the server (pid %d) is advised for huge pages", strings.TrimSpace(string(raw)), s.PID())
+		}
+		if !madvise && advised != 0 {
+			t.Errorf("THP mode %q: %d mappings of the server advised, want none", strings.TrimSpace(string(raw)), advised)
 		}
 	})
 
