@@ -55,15 +55,23 @@ func TestServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		madvise := strings.Contains(string(raw), "[madvise]")
-		smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", s.PID()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		advised := 0
-		for _, line := range strings.Split(string(smaps), "\n") {
-			if strings.HasPrefix(line, "VmFlags:") && strings.Contains(line+" ", " hg ") {
-				advised++
+		advisedMappings := func() int {
+			smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", s.PID()))
+			if err != nil {
+				t.Fatal(err)
 			}
+			n := 0
+			for _, line := range strings.Split(string(smaps), "\n") {
+				if strings.HasPrefix(line, "VmFlags:") && strings.Contains(line+" ", " hg ") {
+					n++
+				}
+			}
+			return n
+		}
+		// The advice comes from a goroutine of its own: give it time.
+		advised := advisedMappings()
+		for deadline := time.Now().Add(10 * time.Second); madvise && advised == 0 && time.Now().Before(deadline); advised = advisedMappings() {
+			time.Sleep(50 * time.Millisecond)
 		}
 		if madvise && advised == 0 {
 			t.Errorf("THP mode %q: no mapping of the server (pid %d) is advised for huge pages", strings.TrimSpace(string(raw)), s.PID())
