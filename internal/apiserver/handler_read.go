@@ -253,7 +253,7 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 					}
 					served = h.typedForEncoding(served)
 					var buf bytes.Buffer
-					if err := out.info.Serializer.Encode(served, &buf); err != nil {
+					if err := encodeObject(out.info.Serializer, served, &buf); err != nil {
 						return nil, err
 					}
 					return buf.Bytes(), nil

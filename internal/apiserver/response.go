@@ -72,7 +72,7 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, o
 func (s *Server) writeRaw(w http.ResponseWriter, code int, out output, obj runtime.Object) {
 	w.Header().Set("Content-Type", out.info.MediaType)
 	w.WriteHeader(code)
-	if err := out.info.Serializer.Encode(obj, w); err != nil {
+	if err := encodeObject(out.info.Serializer, obj, w); err != nil {
 		slog.Warn("encode response", "err", err)
 	}
 }

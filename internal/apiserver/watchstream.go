@@ -45,7 +45,7 @@ func newWatchStream(w http.ResponseWriter, out output) (*watchStream, error) {
 
 func (ws *watchStream) send(t watch.EventType, obj runtime.Object) error {
 	ws.buf.Reset()
-	if err := ws.embedded.Encode(obj, &ws.buf); err != nil {
+	if err := encodeObject(ws.embedded, obj, &ws.buf); err != nil {
 		return fmt.Errorf("watch: encode object: %w", err)
 	}
 	ev := &metav1.WatchEvent{Type: string(t), Object: runtime.RawExtension{Raw: ws.buf.Bytes()}}

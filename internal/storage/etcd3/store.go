@@ -1,7 +1,6 @@
 package etcd3
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,7 +38,6 @@ type Store struct {
 	leases *leaseManager
 	cache  *watchCache
 	log    *slog.Logger
-	bufs   sync.Pool
 }
 
 var _ storage.Store = &Store{}
@@ -86,7 +83,6 @@ func newStore(client *clientv3.Client, codec runtime.Codec, newFunc func() runti
 		prefix:  prefix,
 		leases:  newLeaseManager(client, o.clock),
 		log:     o.log.With("resource", gr.String()),
-		bufs:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}
 	s.cache = newWatchCache(s, o)
 	return s
@@ -461,13 +457,21 @@ func invalidObjError(key, msg string) error {
 
 // encode serializes obj (whose resourceVersion the caller cleared).
 func (s *Store) encode(obj runtime.Object) (string, error) {
-	buf := s.bufs.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer s.bufs.Put(buf)
-	if err := s.codec.Encode(obj, buf); err != nil {
+	// The codec marshals into a pooled buffer and writes the result once:
+	// the builder's copy is the only allocation, and becomes the value.
+	var out strings.Builder
+	var err error
+	if ea, ok := s.codec.(runtime.EncoderWithAllocator); ok {
+		alloc := runtime.AllocatorPool.Get().(*runtime.Allocator)
+		err = ea.EncodeWithAllocator(obj, &out, alloc)
+		runtime.AllocatorPool.Put(alloc)
+	} else {
+		err = s.codec.Encode(obj, &out)
+	}
+	if err != nil {
 		return "", apierrors.NewInternalError(fmt.Errorf("encode %s: %w", s.gr, err))
 	}
-	return buf.String(), nil
+	return out.String(), nil
 }
 
 // decode deserializes a stored value into a new object with
