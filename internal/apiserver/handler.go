@@ -47,6 +47,8 @@ type resourceHandler struct {
 	emptyOnce sync.Once
 	empty     *typed.TypedValue
 	emptyErr  error
+	// createSets remembers the managed fields of creates by shape.
+	createSets *createFieldSets
 	// encodings share the encoding of each watch event among watchers.
 	encodings *sharedEncodings
 	fieldKeys map[string]bool
@@ -65,7 +67,8 @@ func newResourceHandler(s *Server, res *registry.Resource, st storage.Store, sto
 		gr:     res.GroupVersionResource().GroupResource(),
 		gvk:    res.GroupVersionKind(),
 
-		encodings: newSharedEncodings(),
+		encodings:  newSharedEncodings(),
+		createSets: newCreateFieldSets(),
 	}
 	var mainReset, statusReset map[fieldpath.APIVersion]fieldpath.Filter
 	if res.HasStatus {

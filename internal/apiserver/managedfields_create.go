@@ -39,6 +39,17 @@ func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string
 	if err != nil || acc.GetManagedFields() != nil {
 		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
 	}
+	bufp := shapeKeyBuffers.Get().(*[]byte)
+	defer shapeKeyBuffers.Put(bufp)
+	key, known := shapeKey(obj, *bufp)
+	if known {
+		*bufp = key[:0] // keep what the key grew to
+	}
+	if known {
+		if fields, ok := h.createSets.get(key); ok {
+			return h.setCreateManagedFields(acc, obj, manager, fields)
+		}
+	}
 	empty, err := h.emptyTyped()
 	if err != nil {
 		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
@@ -64,13 +75,24 @@ func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string
 		set = h.mainResetFilter.Filter(set)
 	}
 	set = set.Difference(strippedMetaFields)
-	if set.Empty() {
+	fields := []byte{}
+	if !set.Empty() {
+		if fields, err = set.ToJSON(); err != nil {
+			return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+		}
+	}
+	if known {
+		h.createSets.put(key, fields)
+	}
+	return h.setCreateManagedFields(acc, obj, manager, fields)
+}
+
+// setCreateManagedFields gives obj one entry owning fields (FieldsV1 JSON,
+// owned by obj from now on), or none when fields is empty.
+func (h *resourceHandler) setCreateManagedFields(acc metav1.Object, obj runtime.Object, manager string, fields []byte) runtime.Object {
+	if len(fields) == 0 {
 		acc.SetManagedFields(nil)
 		return obj
-	}
-	fields, err := set.ToJSON()
-	if err != nil {
-		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
 	}
 	now := metav1.Now()
 	acc.SetManagedFields([]metav1.ManagedFieldsEntry{{
