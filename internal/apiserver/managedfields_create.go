@@ -42,7 +42,12 @@ func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string
 	bufp := shapeKeyBuffers.Get().(*[]byte)
 	defer shapeKeyBuffers.Put(bufp)
 	key, known := shapeKey(obj, *bufp)
-	if known {
+	switch {
+	case len(key) > maxShapeKey:
+		// Large objects (a ConfigMap's data is all in its key) are
+		// not remembered, nor their key's buffer kept.
+		known = false
+	case known:
 		*bufp = key[:0] // keep what the key grew to
 	}
 	if known {

@@ -29,6 +29,10 @@ type createFieldSets struct {
 	hits       int // for tests
 }
 
+// maxShapeKey bounds the keys remembered: an object whose key is longer is
+// compared every time. A pod's key is about a kilobyte.
+const maxShapeKey = 16 << 10
+
 // shapeKeyBuffers hold shape keys while they are used.
 var shapeKeyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 

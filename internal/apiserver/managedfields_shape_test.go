@@ -167,3 +167,16 @@ func BenchmarkShapeKey(b *testing.B) {
 		}
 	}
 }
+
+// TestCreateFieldSetsLargeObjectsNotRemembered: an object whose shape key
+// passes maxShapeKey (map values count in full) is compared every time.
+func TestCreateFieldSetsLargeObjectsNotRemembered(t *testing.T) {
+	h := handlerFor(t, "v1/configmaps")
+	body := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"a":"` + strings.Repeat("x", 2*maxShapeKey) + `"}}`
+	for i := 0; i < 2; i++ {
+		checkCreate(t, h, body)
+	}
+	if h.createSets.hits != 0 || len(h.createSets.sets) != 0 {
+		t.Errorf("a large object was remembered: %d hits, %d shapes", h.createSets.hits, len(h.createSets.sets))
+	}
+}
