@@ -32,8 +32,10 @@ var strippedMetaFields = fieldpath.NewSet(
 // for resources with a status subresource) and the stripped metadata. It
 // compares with an empty object converted once per resource, instead of
 // converting one per request through the field manager's chain of
-// managers. It falls back to the field manager when the request carries
-// managedFields of its own (they are honoured) or obj does not convert.
+// managers, and remembers the result by obj's shape (createFieldSets), so
+// that creates of an earlier shape skip the comparison. It falls back to
+// the field manager when the request carries managedFields of its own (they
+// are honoured) or obj does not convert.
 func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string) runtime.Object {
 	acc, err := meta.Accessor(obj)
 	if err != nil || acc.GetManagedFields() != nil {
@@ -70,8 +72,9 @@ func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string
 	if err != nil {
 		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
 	}
-	// Against the empty object every field is added; Modified stays empty
-	// unless the empty object has defaults of its own.
+	// Fields the empty object lacks are added; the ones it holds with
+	// their zero value (no omitempty) and obj sets otherwise are modified,
+	// usually none or a few.
 	set := cmp.Added
 	if !cmp.Modified.Empty() {
 		set = set.Union(cmp.Modified)
