@@ -6,12 +6,9 @@ import (
 	"net/http"
 	"strings"
 
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/runtime/serializer/json"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 const (
@@ -20,22 +17,19 @@ const (
 	mediaProtobuf = "application/vnd.kubernetes.protobuf"
 )
 
-// codecs holds the serializers the server speaks: JSON, YAML and protobuf,
-// for client-go's scheme (every built-in type), plus strict decoders used
-// when fieldValidation asks for unknown and duplicate fields to be reported.
+// codecs holds the serializers of a family of resources: JSON, YAML and
+// protobuf (when the family has it), with their strict decoders used when
+// fieldValidation asks for unknown and duplicate fields to be reported.
 type codecs struct {
-	scheme     *runtime.Scheme
-	factory    serializer.CodecFactory
-	json       runtime.SerializerInfo
-	yaml       runtime.SerializerInfo
-	protobuf   runtime.SerializerInfo
-	strictJSON runtime.Serializer
-	strictYAML runtime.Serializer
+	serializers runtime.NegotiatedSerializer
+	json        runtime.SerializerInfo
+	yaml        runtime.SerializerInfo
+	protobuf    runtime.SerializerInfo
 }
 
-func newCodecs() *codecs {
-	c := &codecs{scheme: scheme.Scheme, factory: scheme.Codecs}
-	for _, info := range c.factory.SupportedMediaTypes() {
+func newCodecs(ns runtime.NegotiatedSerializer) *codecs {
+	c := &codecs{serializers: ns}
+	for _, info := range ns.SupportedMediaTypes() {
 		switch info.MediaType {
 		case mediaJSON:
 			c.json = info
@@ -45,9 +39,15 @@ func newCodecs() *codecs {
 			c.protobuf = info
 		}
 	}
-	c.strictJSON = json.NewSerializerWithOptions(json.DefaultMetaFactory, c.scheme, c.scheme, json.SerializerOptions{Strict: true})
-	c.strictYAML = json.NewSerializerWithOptions(json.DefaultMetaFactory, c.scheme, c.scheme, json.SerializerOptions{Yaml: true, Strict: true})
 	return c
+}
+
+// codecsFor returns the codecs of a family of serializers.
+func (s *Server) codecsFor(ns runtime.NegotiatedSerializer) *codecs {
+	if ns == nil {
+		return s.codecs
+	}
+	return newCodecs(ns)
 }
 
 // output is the negotiated form of a response: a serializer, and whether
@@ -82,6 +82,9 @@ func (c *codecs) negotiate(r *http.Request) (output, error) {
 		default:
 			continue
 		}
+		if info.Serializer == nil {
+			continue
+		}
 		as := params["as"]
 		switch as {
 		case "":
@@ -112,28 +115,27 @@ func (c *codecs) bodyDecoder(contentType string, strict bool) (runtime.Decoder, 
 	if err != nil {
 		return nil, "", unsupportedMediaType(contentType)
 	}
+	var info runtime.SerializerInfo
 	switch mt {
 	case mediaJSON:
-		if strict {
-			return c.strictJSON, mt, nil
-		}
-		return c.json.Serializer, mt, nil
+		info = c.json
 	case mediaYAML:
-		if strict {
-			return c.strictYAML, mt, nil
-		}
-		return c.yaml.Serializer, mt, nil
+		info = c.yaml
 	case mediaProtobuf:
-		return c.protobuf.Serializer, mt, nil
+		info = c.protobuf
 	}
-	return nil, "", unsupportedMediaType(contentType)
+	switch {
+	case info.Serializer == nil:
+		return nil, "", unsupportedMediaType(contentType)
+	case strict && info.StrictSerializer != nil:
+		return info.StrictSerializer, mt, nil
+	}
+	return info.Serializer, mt, nil
 }
 
-// parameterCodec decodes query parameters into option structs (ListOptions,
-// CreateOptions...), as registered in the v1 group of client-go's scheme.
-var parameterCodec = runtime.NewParameterCodec(scheme.Scheme)
-
-// decodeQuery decodes a request's query into opts, or answers 400.
+// decodeQuery decodes a request's query into opts (an option struct of
+// meta/v1 or meta's internal version: ListOptions, CreateOptions...), or
+// answers 400.
 func decodeQuery(r *http.Request, opts runtime.Object) error {
-	return parameterCodec.DecodeParameters(r.URL.Query(), schema.GroupVersion{Version: "v1"}, opts)
+	return metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts)
 }

@@ -3,10 +3,12 @@ package apiserver
 import (
 	"net/http/httptest"
 	"testing"
+
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
 
 func TestNegotiate(t *testing.T) {
-	c := newCodecs()
+	c := newCodecs(legacyscheme.Codecs)
 	tests := []struct {
 		name, accept      string
 		wantType, wantAs  string

@@ -2,34 +2,33 @@ package apiserver
 
 import (
 	"encoding/json"
+	"mime"
 	"net/http"
-	"sort"
+	"strings"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	apidiscoveryv2beta1 "k8s.io/api/apidiscovery/v2beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
-var allVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
-
-// subresources lists what each resource serves below its items, beyond
-// status (Resource.HasStatus).
-var extraSubresources = map[string][]metav1.APIResource{
-	"pods": {
-		{Name: "pods/binding", Namespaced: true, Kind: "Binding", Verbs: metav1.Verbs{"create"}},
-	},
-	"namespaces": {
-		{Name: "namespaces/finalize", Kind: "Namespace", Verbs: metav1.Verbs{"update"}},
-	},
-}
-
 // serveDiscovery answers /api, /api/v1, /apis, /apis/<group> and
-// /apis/<group>/<version>; it returns false for any other path.
+// /apis/<group>/<version>, from the resources served now; it returns
+// false for any other path. /api and /apis answer with aggregated
+// discovery (apidiscovery.k8s.io v2 or v2beta1) when the client asks for
+// it, as kubectl does.
 func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 	parts := splitPath(r.URL.Path)
+	all := s.cfg.Resources.All()
 	switch {
 	case len(parts) == 1 && parts[0] == "api":
+		if v := aggregatedVersion(r); v != "" {
+			s.writeAggregated(w, v, aggregatedDiscovery(all, true))
+			return true
+		}
 		s.writeObject(w, r, http.StatusOK, &metav1.APIVersions{
 			TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
 			Versions: []string{"v1"},
@@ -39,30 +38,34 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 		})
 		return true
 	case len(parts) == 2 && parts[0] == "api" && parts[1] == "v1":
-		s.writeObject(w, r, http.StatusOK, s.resourceList(schema.GroupVersion{Version: "v1"}))
+		s.writeObject(w, r, http.StatusOK, resourceList(all, schema.GroupVersion{Version: "v1"}))
 		return true
 	case len(parts) == 1 && parts[0] == "apis":
+		if v := aggregatedVersion(r); v != "" {
+			s.writeAggregated(w, v, aggregatedDiscovery(all, false))
+			return true
+		}
 		list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}}
-		for _, g := range s.groupOrder {
-			if g == "" {
-				continue
+		for _, g := range groups(all) {
+			if g.Name != "" {
+				list.Groups = append(list.Groups, g)
 			}
-			list.Groups = append(list.Groups, s.apiGroup(g))
 		}
 		s.writeObject(w, r, http.StatusOK, list)
 		return true
 	case len(parts) == 2 && parts[0] == "apis":
-		if _, ok := s.byGroup[parts[1]]; !ok || parts[1] == "" {
-			return false
+		for _, g := range groups(all) {
+			if g.Name == parts[1] && g.Name != "" {
+				g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
+				s.writeObject(w, r, http.StatusOK, &g)
+				return true
+			}
 		}
-		g := s.apiGroup(parts[1])
-		g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
-		s.writeObject(w, r, http.StatusOK, &g)
-		return true
+		return false
 	case len(parts) == 3 && parts[0] == "apis":
 		gv := schema.GroupVersion{Group: parts[1], Version: parts[2]}
-		list := s.resourceList(gv)
-		if len(list.APIResources) == 0 {
+		list := resourceList(all, gv)
+		if len(list.APIResources) == 0 || gv.Group == "" {
 			return false
 		}
 		s.writeObject(w, r, http.StatusOK, list)
@@ -71,57 +74,173 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-func (s *Server) apiGroup(group string) metav1.APIGroup {
-	g := metav1.APIGroup{Name: group}
-	seen := map[string]bool{}
-	for _, res := range s.byGroup[group] {
-		v := res.GroupVersion.Version
-		if seen[v] {
-			continue
+// groups lists the groups served, each with its versions from the
+// preferred one.
+func groups(all []*registry.Resource) []metav1.APIGroup {
+	var out []metav1.APIGroup
+	index := map[string]int{}
+	for _, res := range all {
+		g := res.GroupVersion.Group
+		i, ok := index[g]
+		if !ok {
+			i = len(out)
+			index[g] = i
+			out = append(out, metav1.APIGroup{Name: g})
 		}
-		seen[v] = true
-		g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{GroupVersion: res.GroupVersion.String(), Version: v})
+		v := res.GroupVersion.Version
+		seen := false
+		for _, have := range out[i].Versions {
+			if have.Version == v {
+				seen = true
+			}
+		}
+		if !seen {
+			out[i].Versions = append(out[i].Versions, metav1.GroupVersionForDiscovery{GroupVersion: res.GroupVersion.String(), Version: v})
+		}
 	}
-	sort.SliceStable(g.Versions, func(i, j int) bool { return g.Versions[i].Version > g.Versions[j].Version })
-	g.PreferredVersion = g.Versions[0]
-	return g
+	for i := range out {
+		out[i].PreferredVersion = out[i].Versions[0]
+	}
+	return out
 }
 
-func (s *Server) resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
+// resourceList is a group version's legacy discovery document.
+func resourceList(all []*registry.Resource, gv schema.GroupVersion) *metav1.APIResourceList {
 	list := &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: gv.String(),
+		APIResources: []metav1.APIResource{},
 	}
-	for _, res := range s.byGroup[gv.Group] {
+	for _, res := range all {
 		if res.GroupVersion != gv {
 			continue
 		}
-		list.APIResources = append(list.APIResources, apiResource(res))
-		if res.HasStatus {
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: res.Name + "/status", Namespaced: res.Namespaced, Kind: res.Kind,
-				Verbs: metav1.Verbs{"get", "patch", "update"},
-			})
-		}
-		for _, sub := range extraSubresources[res.Name] {
-			if gv.Group == "" {
-				list.APIResources = append(list.APIResources, sub)
+		list.APIResources = append(list.APIResources, metav1.APIResource{
+			Name:               res.Name,
+			SingularName:       res.SingularName,
+			Namespaced:         res.Namespaced,
+			Kind:               res.Kind,
+			Verbs:              res.Verbs(),
+			ShortNames:         res.ShortNames,
+			Categories:         res.Categories,
+			StorageVersionHash: storageVersionHash(res),
+		})
+		for _, name := range res.SubresourceNames() {
+			sub := res.Subresources[name]
+			ar := metav1.APIResource{
+				Name:       res.Name + "/" + name,
+				Namespaced: res.Namespaced,
+				Kind:       sub.Kind.Kind,
+				Verbs:      sub.Verbs(),
 			}
+			if sub.Kind.GroupVersion() != gv {
+				ar.Group, ar.Version = sub.Kind.Group, sub.Kind.Version
+			}
+			list.APIResources = append(list.APIResources, ar)
 		}
 	}
 	return list
 }
 
-func apiResource(res *registry.Resource) metav1.APIResource {
-	return metav1.APIResource{
-		Name:         res.Name,
-		SingularName: res.SingularName,
-		Namespaced:   res.Namespaced,
-		Kind:         res.Kind,
-		Verbs:        allVerbs,
-		ShortNames:   res.ShortNames,
-		Categories:   res.Categories,
+// storageVersionHash is the hash of the version a resource is stored in,
+// as kube-apiserver publishes it; "" for resources not stored.
+func storageVersionHash(res *registry.Resource) string {
+	if res.Stored == nil {
+		return ""
 	}
+	return discovery.StorageVersionHash(res.Stored.Version.Group, res.Stored.Version.Version, res.Kind)
+}
+
+// aggregatedDiscovery is the aggregated discovery document of the core
+// group (core) or of every other group.
+func aggregatedDiscovery(all []*registry.Resource, core bool) *apidiscoveryv2.APIGroupDiscoveryList {
+	list := &apidiscoveryv2.APIGroupDiscoveryList{Items: []apidiscoveryv2.APIGroupDiscovery{}}
+	list.SetGroupVersionKind(apidiscoveryv2.SchemeGroupVersion.WithKind("APIGroupDiscoveryList"))
+	groupIndex := map[string]int{}
+	for _, res := range all {
+		g := res.GroupVersion.Group
+		if (g == "") != core {
+			continue
+		}
+		gi, ok := groupIndex[g]
+		if !ok {
+			gi = len(list.Items)
+			groupIndex[g] = gi
+			list.Items = append(list.Items, apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g}})
+		}
+		group := &list.Items[gi]
+		vi := -1
+		for i, v := range group.Versions {
+			if v.Version == res.GroupVersion.Version {
+				vi = i
+			}
+		}
+		if vi < 0 {
+			vi = len(group.Versions)
+			group.Versions = append(group.Versions, apidiscoveryv2.APIVersionDiscovery{Version: res.GroupVersion.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent})
+		}
+		scope := apidiscoveryv2.ScopeCluster
+		if res.Namespaced {
+			scope = apidiscoveryv2.ScopeNamespace
+		}
+		rd := apidiscoveryv2.APIResourceDiscovery{
+			Resource:         res.Name,
+			ResponseKind:     &metav1.GroupVersionKind{Group: res.GroupVersion.Group, Version: res.GroupVersion.Version, Kind: res.Kind},
+			Scope:            scope,
+			SingularResource: res.SingularName,
+			Verbs:            res.Verbs(),
+			ShortNames:       res.ShortNames,
+			Categories:       res.Categories,
+		}
+		for _, name := range res.SubresourceNames() {
+			sub := res.Subresources[name]
+			rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+				Subresource:  name,
+				ResponseKind: &metav1.GroupVersionKind{Group: sub.Kind.Group, Version: sub.Kind.Version, Kind: sub.Kind.Kind},
+				Verbs:        sub.Verbs(),
+			})
+		}
+		group.Versions[vi].Resources = append(group.Versions[vi].Resources, rd)
+	}
+	return list
+}
+
+// aggregatedVersion returns the version of aggregated discovery the
+// request accepts ("v2" or "v2beta1"), "" when it wants the legacy form.
+func aggregatedVersion(r *http.Request) string {
+	for _, choice := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(choice))
+		if err != nil || (mt != mediaJSON && mt != "application/*" && mt != "*/*") {
+			continue
+		}
+		if params["as"] == "" {
+			return ""
+		}
+		if params["as"] != "APIGroupDiscoveryList" || params["g"] != "apidiscovery.k8s.io" {
+			continue
+		}
+		switch params["v"] {
+		case "v2", "v2beta1":
+			return params["v"]
+		}
+	}
+	return ""
+}
+
+// writeAggregated writes an aggregated discovery document in version v.
+func (s *Server) writeAggregated(w http.ResponseWriter, v string, list *apidiscoveryv2.APIGroupDiscoveryList) {
+	var body interface{} = list
+	if v == "v2beta1" {
+		data, _ := json.Marshal(list)
+		old := &apidiscoveryv2beta1.APIGroupDiscoveryList{}
+		_ = json.Unmarshal(data, old)
+		old.SetGroupVersionKind(apidiscoveryv2beta1.SchemeGroupVersion.WithKind("APIGroupDiscoveryList"))
+		body = old
+	}
+	w.Header().Set("Content-Type", "application/json;g=apidiscovery.k8s.io;v="+v+";as=APIGroupDiscoveryList")
+	w.Header().Set("Vary", "Accept")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 // writeJSON answers with v encoded as plain JSON (non-object endpoints

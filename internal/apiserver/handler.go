@@ -5,239 +5,202 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/client-go/applyconfigurations"
-	"k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
-	"sigs.k8s.io/structured-merge-diff/v6/typed"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/storage"
 )
 
 // maxBodyBytes bounds request bodies, as kube-apiserver does (3 MiB).
 const maxBodyBytes = 3 * 1024 * 1024
 
-// resourceHandler serves one resource's REST verbs over its Store.
-type resourceHandler struct {
-	s        *Server
-	res      *registry.Resource
-	store    storage.Store
-	prefix   string // "/registry/<storage name>/"
-	gr       schema.GroupResource
-	gvk      schema.GroupVersionKind
-	mainFM   *managedfields.FieldManager
-	statusFM *managedfields.FieldManager
-	// mainResetFilter drops the fields writes to the main resource do not
-	// own (status), nil when there are none.
-	mainResetFilter fieldpath.Filter
-	// empty is the resource's empty object as a typed value, what creates
-	// are compared with for their managed fields (emptyTyped).
-	emptyOnce sync.Once
-	empty     *typed.TypedValue
-	emptyErr  error
-	// createSets remembers the managed fields of creates by shape.
-	createSets *createFieldSets
-	// encodings share the encoding of each watch event among watchers.
-	encodings *sharedEncodings
-	fieldKeys map[string]bool
-}
-
-// typeConverter knows the structure of every built-in type, for managed
-// fields and server-side apply.
-var typeConverter = applyconfigurations.NewTypeConverter(scheme.Scheme)
-
-func newResourceHandler(s *Server, res *registry.Resource, st storage.Store, storeName string) (*resourceHandler, error) {
-	h := &resourceHandler{
-		s:      s,
-		res:    res,
-		store:  st,
-		prefix: "/registry/" + storeName + "/",
-		gr:     res.GroupVersionResource().GroupResource(),
-		gvk:    res.GroupVersionKind(),
-
-		encodings:  newSharedEncodings(),
-		createSets: newCreateFieldSets(),
-	}
-	var mainReset, statusReset map[fieldpath.APIVersion]fieldpath.Filter
-	if res.HasStatus {
-		v := fieldpath.APIVersion(res.GroupVersion.String())
-		mainReset = map[fieldpath.APIVersion]fieldpath.Filter{v: fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie("status")))}
-		statusReset = map[fieldpath.APIVersion]fieldpath.Filter{v: fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie("spec")))}
-	}
-	sch := s.codecs.scheme
-	var err error
-	if mainReset != nil {
-		h.mainResetFilter = mainReset[fieldpath.APIVersion(res.GroupVersion.String())]
-	}
-	h.mainFM, err = managedfields.NewDefaultFieldManager(typeConverter, sch, sch, sch, h.gvk, h.gvk.GroupVersion(), "", mainReset)
+// serveResource serves a request to a resource or one of its
+// subresources.
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) {
+	err := s.serveResourceErr(w, r, res, info)
 	if err != nil {
-		return nil, fmt.Errorf("field manager: %w", err)
+		s.writeError(w, r, err)
 	}
-	if res.HasStatus {
-		h.statusFM, err = managedfields.NewDefaultFieldManager(typeConverter, sch, sch, sch, h.gvk, h.gvk.GroupVersion(), "status", statusReset)
-		if err != nil {
-			return nil, fmt.Errorf("status field manager: %w", err)
-		}
-	}
-	h.fieldKeys = map[string]bool{"metadata.name": true, "metadata.namespace": true}
-	if res.FieldSet != nil {
-		for k := range res.FieldSet(res.New()) {
-			h.fieldKeys[k] = true
-		}
-	}
-	return h, nil
 }
 
-func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info requestInfo) {
-	if !h.res.Namespaced && info.Namespace != "" {
-		h.s.writeError(w, r, newStatusError(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource"))
-		return
+func (s *Server) serveResourceErr(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	if !res.Namespaced && info.Namespace != "" {
+		return notFoundPath()
 	}
-	if h.res.Namespaced && info.Namespace == "" && info.Verb != "list" && info.Verb != "watch" && info.Verb != "deletecollection" {
-		h.s.writeError(w, r, newStatusError(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource"))
-		return
+	if res.Namespaced && info.Namespace == "" && info.Name != "" {
+		return notFoundPath()
 	}
-	var err error
-	switch info.Subresource {
-	case "":
-		err = h.serveMain(w, r, info)
-	case "status":
-		if !h.res.HasStatus {
-			err = h.notFoundPath()
-			break
-		}
-		err = h.serveStatus(w, r, info)
-	case "binding":
-		if h.res.Name != "pods" || info.Verb != "create" {
-			err = h.notFoundPath()
-			break
-		}
-		err = h.bind(w, r, info)
-	case "log", "exec", "attach", "portforward":
-		if h.res.Name != "pods" {
-			err = h.notFoundPath()
-			break
-		}
-		err = h.s.proxyToKubelet(w, r, info)
-	case "finalize":
-		if h.res.Name != "namespaces" || info.Verb != "update" {
-			err = h.notFoundPath()
-			break
-		}
-		err = h.update(w, r, info, "finalize")
-	default:
-		err = h.notFoundPath()
-	}
+	eps, err := s.endpointsFor(res)
 	if err != nil {
-		h.s.writeError(w, r, err)
+		return apierrors.NewInternalError(err)
 	}
+	ep := eps.main
+	if info.Subresource != "" {
+		if ep = eps.subs[info.Subresource]; ep == nil {
+			return notFoundPath()
+		}
+	}
+	if info.Subpath != "" && !ep.takesSubpath() {
+		return notFoundPath()
+	}
+	r = r.WithContext(warning.WithWarningRecorder(ep.requestContext(r.Context(), info), &warningHeaders{w: w}))
+	if ep.sub != nil {
+		return ep.serveSubresource(w, r, info)
+	}
+	switch info.Verb {
+	case "get":
+		return ep.get(w, r, info)
+	case "list":
+		return ep.list(w, r, info)
+	case "watch":
+		return ep.watch(w, r, info)
+	case "create":
+		if info.Name != "" {
+			return methodNotSupported(r)
+		}
+		return ep.create(w, r, info)
+	case "update":
+		return ep.update(w, r, info)
+	case "patch":
+		return ep.patch(w, r, info)
+	case "delete":
+		return ep.delete(w, r, info)
+	case "deletecollection":
+		return ep.deleteCollection(w, r, info)
+	}
+	return methodNotSupported(r)
 }
 
-func (h *resourceHandler) notFoundPath() error {
+// takesSubpath reports whether the endpoint serves paths below it (a proxy).
+func (ep *endpoint) takesSubpath() bool {
+	if ep.sub == nil || ep.sub.Connect != nil {
+		return false
+	}
+	c, ok := ep.rest.(rest.Connecter)
+	if !ok {
+		return false
+	}
+	_, subpath, _ := c.NewConnectOptions()
+	return subpath
+}
+
+// serveSubresource serves /<resource>/<name>/<subresource>.
+func (ep *endpoint) serveSubresource(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	if ep.sub.Connect != nil {
+		return ep.sub.Connect.Connect(w, r, info.Namespace, info.Name)
+	}
+	if ep.isConnecter() {
+		return ep.connect(w, r, info)
+	}
+	switch info.Verb {
+	case "get", "watch":
+		if ep.allows("get") {
+			return ep.get(w, r, info)
+		}
+	case "create":
+		if ep.allows("create") {
+			return ep.createSub(w, r, info)
+		}
+	case "update":
+		if ep.allows("update") {
+			return ep.update(w, r, info)
+		}
+	case "patch":
+		if ep.allows("patch") {
+			return ep.patch(w, r, info)
+		}
+	case "delete":
+		if ep.allows("delete") {
+			return ep.delete(w, r, info)
+		}
+	}
+	return methodNotSupported(r)
+}
+
+// allows reports whether the endpoint serves verb.
+func (ep *endpoint) allows(verb string) bool {
+	var verbs metav1.Verbs
+	if ep.sub != nil {
+		verbs = ep.sub.Verbs()
+	} else {
+		verbs = ep.res.Verbs()
+	}
+	for _, v := range verbs {
+		if v == verb {
+			return true
+		}
+	}
+	return false
+}
+
+// requestContext carries what upstream's registry reads from a request's
+// context: the namespace, the user and the request's description.
+func (ep *endpoint) requestContext(ctx context.Context, info requestInfo) context.Context {
+	ctx = genericapirequest.WithNamespace(ctx, info.Namespace)
+	return genericapirequest.WithRequestInfo(ctx, &genericapirequest.RequestInfo{
+		IsResourceRequest: true,
+		Verb:              info.Verb,
+		APIPrefix:         info.APIPrefix,
+		APIGroup:          info.Group,
+		APIVersion:        info.Version,
+		Namespace:         info.Namespace,
+		Resource:          info.Resource,
+		Subresource:       info.Subresource,
+		Name:              info.Name,
+		Parts:             info.parts(),
+	})
+}
+
+func notFoundPath() error {
 	return newStatusError(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
 }
 
-func (h *resourceHandler) serveMain(w http.ResponseWriter, r *http.Request, info requestInfo) error {
-	switch info.Verb {
-	case "get":
-		return h.get(w, r, info)
-	case "list":
-		return h.list(w, r, info)
-	case "watch":
-		return h.watch(w, r, info)
-	case "create":
-		if info.Name != "" {
-			return newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, fmt.Sprintf("POST on resource %s is not supported", h.res.Name))
-		}
-		return h.create(w, r, info)
-	case "update":
-		return h.update(w, r, info, "")
-	case "patch":
-		return h.patch(w, r, info, "")
-	case "delete":
-		return h.delete(w, r, info)
-	case "deletecollection":
-		return h.deleteCollection(w, r, info)
-	}
-	return newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, fmt.Sprintf("%s is not supported", r.Method))
+func methodNotSupported(r *http.Request) error {
+	return newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, fmt.Sprintf("the server does not allow this method on the requested resource"))
 }
 
-func (h *resourceHandler) serveStatus(w http.ResponseWriter, r *http.Request, info requestInfo) error {
-	switch info.Verb {
-	case "get":
-		return h.get(w, r, info)
-	case "update":
-		return h.update(w, r, info, "status")
-	case "patch":
-		return h.patch(w, r, info, "status")
-	}
-	return newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, fmt.Sprintf("%s is not supported on %s/status", r.Method, h.res.Name))
+// warningHeaders records the warnings of a request (upstream's strategies
+// and admission add them) as Warning headers of its response, once each.
+type warningHeaders struct {
+	w    http.ResponseWriter
+	mu   sync.Mutex
+	seen map[string]bool
 }
 
-// key is the storage key of one object.
-func (h *resourceHandler) key(namespace, name string) string {
-	if h.res.Namespaced {
-		return h.prefix + namespace + "/" + name
+func (h *warningHeaders) AddWarning(agent, text string) {
+	if text == "" {
+		return
 	}
-	return h.prefix + name
+	if agent == "" {
+		agent = "-"
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.seen[text] {
+		return
+	}
+	if h.seen == nil {
+		h.seen = map[string]bool{}
+	}
+	h.seen[text] = true
+	if v, err := utilnet.NewWarningHeader(299, agent, text); err == nil {
+		h.w.Header().Add("Warning", v)
+	}
 }
 
-// collectionPrefix is the key prefix of a list in namespace ("" for all).
-func (h *resourceHandler) collectionPrefix(namespace string) string {
-	if h.res.Namespaced && namespace != "" {
-		return h.prefix + namespace + "/"
-	}
-	return h.prefix
-}
-
-// fromStorage turns a stored object into the served one (views convert).
-func (h *resourceHandler) fromStorage(obj runtime.Object) (runtime.Object, error) {
-	if h.res.FromStorage != nil {
-		return h.res.FromStorage(obj)
-	}
-	return obj, nil
-}
-
-// toStorage turns a served object into the stored one.
-func (h *resourceHandler) toStorage(obj runtime.Object) (runtime.Object, error) {
-	if h.res.ToStorage != nil {
-		return h.res.ToStorage(obj)
-	}
-	return obj, nil
-}
-
-func (h *resourceHandler) setTypeMeta(obj runtime.Object) {
-	obj.GetObjectKind().SetGroupVersionKind(h.gvk)
-}
-
-// typedForEncoding returns obj, which may be shared (the watch cache's),
-// with the resource's apiVersion and kind set, to be encoded: a shallow
-// copy of the struct, which encoders only read, instead of a deep copy of
-// the whole object.
-func (h *resourceHandler) typedForEncoding(obj runtime.Object) runtime.Object {
-	v := reflect.ValueOf(obj)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		obj = obj.DeepCopyObject()
-		h.setTypeMeta(obj)
-		return obj
-	}
-	c := reflect.New(v.Elem().Type())
-	c.Elem().Set(v.Elem())
-	out := c.Interface().(runtime.Object)
-	h.setTypeMeta(out)
-	return out
+// requestNamespace is the namespace a request names.
+func requestNamespace(ctx context.Context) string {
+	return genericapirequest.NamespaceValue(ctx)
 }
 
 // readBody reads a request body up to maxBodyBytes.
@@ -276,111 +239,30 @@ func readAllSized(rd io.Reader, announced int64) ([]byte, error) {
 	}
 }
 
-// filterFor builds the storage filter of a list or watch from its label
-// and field selectors; unknown field labels are a 400 as in Kubernetes.
-func (h *resourceHandler) filterFor(opts *metav1.ListOptions) (storage.Filter, error) {
-	var ls labels.Selector
-	var fs fields.Selector
-	if opts.LabelSelector != "" {
-		sel, err := labels.Parse(opts.LabelSelector)
-		if err != nil {
-			return nil, badRequest(fmt.Sprintf("unable to parse requirement: %v", err))
-		}
-		ls = sel
-	}
-	if opts.FieldSelector != "" {
-		sel, err := fields.ParseSelector(opts.FieldSelector)
-		if err != nil {
-			return nil, badRequest(fmt.Sprintf("invalid field selector: %v", err))
-		}
-		for _, req := range sel.Requirements() {
-			if !h.fieldKeys[req.Field] {
-				return nil, badRequest(fmt.Sprintf("field label not supported: %s", req.Field))
-			}
-		}
-		fs = sel
-	}
-	if ls == nil && fs == nil {
-		return nil, nil
-	}
-	return func(obj runtime.Object) bool {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return false
-		}
-		if ls != nil && !ls.Matches(labels.Set(m.GetLabels())) {
-			return false
-		}
-		if fs != nil {
-			set := h.fieldSet(obj, m)
-			if !fs.Matches(set) {
-				return false
-			}
-		}
-		return true
-	}, nil
-}
-
-func (h *resourceHandler) fieldSet(obj runtime.Object, m metav1.Object) fields.Set {
-	set := fields.Set{}
-	if h.res.FieldSet != nil {
-		if served, err := h.fromStorage(obj); err == nil {
-			set = h.res.FieldSet(served)
-		}
-	}
-	set["metadata.name"] = m.GetName()
-	if h.res.Namespaced {
-		set["metadata.namespace"] = m.GetNamespace()
-	}
-	return set
-}
-
 // fieldManagerName is the manager recorded in managedFields for a write:
 // the fieldManager parameter, or the client's user agent up to the first
-// "/" as Kubernetes does.
-func fieldManagerName(r *http.Request, manager string) (string, error) {
+// "/" (printable characters, at most 128 bytes) as Kubernetes does.
+func fieldManagerName(r *http.Request, manager string) string {
 	if manager != "" {
-		if len(manager) > 128 {
-			return "", apierrors.NewBadRequest("fieldManager: Too long: may not be more than 128 bytes")
-		}
-		return manager, nil
+		return manager
 	}
 	ua := r.Header.Get("User-Agent")
 	if i := strings.Index(ua, "/"); i >= 0 {
 		ua = ua[:i]
 	}
-	if len(ua) > 128 {
-		ua = ua[:128]
+	var b strings.Builder
+	for _, c := range ua {
+		if !unicode.IsPrint(c) {
+			continue
+		}
+		if b.Len()+utf8.RuneLen(c) > metav1validation.FieldManagerMaxLength {
+			break
+		}
+		b.WriteRune(c)
 	}
-	if ua == "" {
-		ua = "unknown"
-	}
-	return ua, nil
+	return b.String()
 }
 
 func isDryRun(dryRun []string) bool {
 	return len(dryRun) > 0
-}
-
-func validateDryRun(dryRun []string) error {
-	for _, d := range dryRun {
-		if d != metav1.DryRunAll {
-			return apierrors.NewBadRequest(fmt.Sprintf("Invalid dry run value: %q, supported values: All", d))
-		}
-	}
-	return nil
-}
-
-// objectName returns the namespace/name used in errors and keys.
-func nameOf(obj runtime.Object) (string, string) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return "", ""
-	}
-	return m.GetNamespace(), m.GetName()
-}
-
-// withTimeout bounds non-watch requests.
-func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, requestTimeout)
 }

@@ -1,26 +1,25 @@
 package apiserver
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/skiff-sh/skiff/internal/storage"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
 
-// deleteOptions reads DeleteOptions from the body (if any) or the query.
-func (h *resourceHandler) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
+// deleteOptions reads DeleteOptions from the body (if any) or the query,
+// and validates them as kube-apiserver does.
+func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
 	body, err := readBody(r)
 	if err != nil {
@@ -33,23 +32,21 @@ func (h *resourceHandler) deleteOptions(r *http.Request) (*metav1.DeleteOptions,
 	} else if err := decodeQuery(r, opts); err != nil {
 		return nil, badRequest(err.Error())
 	}
-	if err := validateDryRun(opts.DryRun); err != nil {
-		return nil, err
+	opts.IgnoreStoreReadErrorWithClusterBreakingPotential = nil
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
 	}
-	if opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds < 0 {
-		zero := int64(0)
-		opts.GracePeriodSeconds = &zero
-	}
+	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
 	return opts, nil
 }
 
 // decodeOptionsBody decodes an options object (DeleteOptions) sent as a
-// body, whatever apiVersion it names (v1 or meta.k8s.io/v1).
+// body, whatever apiVersion it names (v1, meta.k8s.io/v1 or a group's).
 func decodeOptionsBody(r *http.Request, body []byte, into runtime.Object) error {
 	ct := r.Header.Get("Content-Type")
 	if strings.HasPrefix(ct, mediaProtobuf) {
-		target := schema.GroupVersion{Version: "v1"}.WithKind("DeleteOptions")
-		if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, &target, into); err != nil {
+		target := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
+		if _, _, err := legacyscheme.Codecs.UniversalDeserializer().Decode(body, &target, into); err != nil {
 			return badRequest(err.Error())
 		}
 		return nil
@@ -60,281 +57,70 @@ func decodeOptionsBody(r *http.Request, body []byte, into runtime.Object) error 
 	return nil
 }
 
-func (h *resourceHandler) delete(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+func (ep *endpoint) delete(w http.ResponseWriter, r *http.Request, info requestInfo) error {
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
-	opts, err := h.deleteOptions(r)
-	if err != nil {
-		return err
-	}
-	obj, removed, err := h.deleteOne(ctx, h.key(info.Namespace, info.Name), info.Name, opts)
-	if err != nil {
-		return err
-	}
-	if !removed || h.res.ReturnDeletedObject {
-		return h.writeOutput(w, r, http.StatusOK, obj)
-	}
-	m, _ := meta.Accessor(obj)
-	st := &metav1.Status{
-		Status: metav1.StatusSuccess,
-		Details: &metav1.StatusDetails{
-			Name: info.Name, Group: h.gr.Group, Kind: h.res.Name, UID: m.GetUID(),
-		},
-	}
-	st.SetGroupVersionKind(statusGVK)
-	h.s.writeObject(w, r, http.StatusOK, st)
-	return nil
-}
-
-// deleteOne deletes one object: at once when nothing holds it, else by
-// marking it with a deletionTimestamp (finalizers, or a grace period for
-// the owner of the object to act on). It returns the object's last state
-// and whether it is gone.
-func (h *resourceHandler) deleteOne(ctx context.Context, key, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
-	var pre *storage.Preconditions
-	if p := opts.Preconditions; p != nil {
-		pre = &storage.Preconditions{}
-		if p.UID != nil {
-			pre.UID = string(*p.UID)
-		}
-		if p.ResourceVersion != nil {
-			pre.ResourceVersion = *p.ResourceVersion
-		}
-	}
-	dryRun := isDryRun(opts.DryRun)
-	for attempt := 0; ; attempt++ {
-		stored, err := h.store.Get(ctx, key)
-		if err != nil {
-			return nil, false, h.renameErr(err)
-		}
-		current, err := h.fromStorage(stored)
-		if err != nil {
-			return nil, false, err
-		}
-		if err := checkPreconditions(h, name, current, pre); err != nil {
-			return nil, false, err
-		}
-		grace := int64(0)
-		if h.res.GracefulDeleteSeconds != nil {
-			grace = h.res.GracefulDeleteSeconds(current, opts.GracePeriodSeconds)
-		}
-		m, _ := meta.Accessor(current)
-		held := len(m.GetFinalizers()) > 0
-		if ns, ok := current.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
-			held = true
-		}
-		if grace == 0 && !held {
-			if dryRun {
-				return current, true, nil
-			}
-			rv := m.GetResourceVersion()
-			last, err := h.store.Delete(ctx, key, &storage.Preconditions{ResourceVersion: rv}, nil)
-			if apierrors.IsConflict(err) && attempt < 10 {
-				continue
-			}
-			if err != nil {
-				return nil, false, h.renameErr(err)
-			}
-			last, err = h.fromStorage(last)
-			return last, true, err
-		}
-		// Graceful: set or shorten the deletion deadline.
-		mark := func(obj runtime.Object) (bool, error) {
-			om, err := meta.Accessor(obj)
-			if err != nil {
-				return false, err
-			}
-			changed := false
-			now := h.s.clock.Now()
-			if dt := om.GetDeletionTimestamp(); dt == nil {
-				t := metav1.NewTime(now.Add(time.Duration(grace) * time.Second).Truncate(time.Second))
-				om.SetDeletionTimestamp(&t)
-				g := grace
-				om.SetDeletionGracePeriodSeconds(&g)
-				changed = true
-			} else if old := om.GetDeletionGracePeriodSeconds(); old != nil && grace < *old {
-				t := metav1.NewTime(now.Add(time.Duration(grace) * time.Second).Truncate(time.Second))
-				if t.Before(dt) {
-					om.SetDeletionTimestamp(&t)
-				}
-				g := grace
-				om.SetDeletionGracePeriodSeconds(&g)
-				changed = true
-			}
-			if ns, ok := obj.(*corev1.Namespace); ok && ns.Status.Phase != corev1.NamespaceTerminating {
-				ns.Status.Phase = corev1.NamespaceTerminating
-				changed = true
-			}
-			return changed, nil
-		}
-		if dryRun {
-			c := current.DeepCopyObject()
-			_, err := mark(c)
-			return c, false, err
-		}
-		updated, err := h.store.GuaranteedUpdate(ctx, key, pre, false, func(stored runtime.Object) (runtime.Object, error) {
-			obj, err := h.fromStorage(stored)
-			if err != nil {
-				return nil, err
-			}
-			obj = obj.DeepCopyObject()
-			if _, err := mark(obj); err != nil {
-				return nil, err
-			}
-			return h.toStorage(obj)
-		})
-		if err != nil {
-			return nil, false, h.renameErr(err)
-		}
-		// A zero grace period with finalizers only left to remove, or an
-		// object whose finalizers went meanwhile, is removed now.
-		if h.shouldRemove(updated) {
-			um, _ := meta.Accessor(updated)
-			last, err := h.store.Delete(ctx, key, &storage.Preconditions{ResourceVersion: um.GetResourceVersion()}, nil)
-			if err == nil {
-				last, err = h.fromStorage(last)
-				return last, true, err
-			}
-			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				return nil, false, err
-			}
-		}
-		served, err := h.fromStorage(updated)
-		return served, false, err
-	}
-}
-
-func checkPreconditions(h *resourceHandler, name string, obj runtime.Object, pre *storage.Preconditions) error {
-	if pre == nil {
-		return nil
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	if pre.UID != "" && string(m.GetUID()) != pre.UID {
-		return apierrors.NewConflict(h.gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", pre.UID, m.GetUID()))
-	}
-	if pre.ResourceVersion != "" && m.GetResourceVersion() != pre.ResourceVersion {
-		return apierrors.NewConflict(h.gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", pre.ResourceVersion, m.GetResourceVersion()))
-	}
-	return nil
-}
-
-func (h *resourceHandler) deleteCollection(w http.ResponseWriter, r *http.Request, info requestInfo) error {
-	ctx, cancel := withTimeout(r.Context())
-	defer cancel()
-	opts, err := h.deleteOptions(r)
-	if err != nil {
-		return err
-	}
-	lopts, err := h.listOptions(r)
-	if err != nil {
-		return err
-	}
-	filter, err := h.filterFor(lopts)
-	if err != nil {
-		return err
-	}
-	res, err := h.store.List(ctx, h.collectionPrefix(info.Namespace), storage.ListOptions{Filter: filter})
-	if err != nil {
-		return err
-	}
-	var deleted []runtime.Object
-	for _, it := range res.Items {
-		ns, name := nameOf(it)
-		obj, _, err := h.deleteOne(ctx, h.key(ns, name), name, opts)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		deleted = append(deleted, obj)
-	}
-	list := h.res.NewList()
-	if err := meta.SetList(list, deleted); err != nil {
-		return err
-	}
-	list.GetObjectKind().SetGroupVersionKind(h.res.GroupVersion.WithKind(h.res.ListKind))
-	h.s.writeObject(w, r, http.StatusOK, list)
-	return nil
-}
-
-// bind serves pods/binding: it sets spec.nodeName and the PodScheduled
-// condition, once.
-func (h *resourceHandler) bind(w http.ResponseWriter, r *http.Request, info requestInfo) error {
-	ctx, cancel := withTimeout(r.Context())
-	defer cancel()
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	dec, _, err := h.s.codecs.bodyDecoder(r.Header.Get("Content-Type"), false)
-	if err != nil {
-		return err
-	}
-	target := corev1.SchemeGroupVersion.WithKind("Binding")
-	obj, _, err := dec.Decode(body, &target, &corev1.Binding{})
-	if err != nil {
-		return badRequest(err.Error())
-	}
-	binding, ok := obj.(*corev1.Binding)
+	deleter, ok := ep.rest.(rest.GracefulDeleter)
 	if !ok {
-		return badRequest("expected a Binding")
+		return methodNotSupported(r)
 	}
-	if binding.Name != "" && binding.Name != info.Name {
-		return badRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", binding.Name, info.Name))
+	if _, err := ep.codecs.negotiate(r); err != nil {
+		return err
 	}
-	if binding.Target.Kind != "" && binding.Target.Kind != "Node" {
-		return apierrors.NewInvalid(target.GroupKind(), info.Name, nil)
-	}
-	if binding.Target.Name == "" {
-		return badRequest("binding target name is required")
-	}
-	// The store hands the update an object of its own: changed in place.
-	_, err = h.store.GuaranteedUpdate(ctx, h.key(info.Namespace, info.Name), nil, false, func(cur runtime.Object) (runtime.Object, error) {
-		pod := cur.(*corev1.Pod)
-		if pod.DeletionTimestamp != nil {
-			return nil, apierrors.NewConflict(h.gr, info.Name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", info.Name))
-		}
-		if pod.Spec.NodeName != "" {
-			return nil, apierrors.NewConflict(h.gr, info.Name, fmt.Errorf("pod %v is already assigned to node %q", info.Name, pod.Spec.NodeName))
-		}
-		if binding.UID != "" && binding.UID != pod.UID {
-			return nil, apierrors.NewConflict(h.gr, info.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", binding.UID, pod.UID))
-		}
-		pod.Spec.NodeName = binding.Target.Name
-		for k, v := range binding.Annotations {
-			if pod.Annotations == nil {
-				pod.Annotations = map[string]string{}
-			}
-			pod.Annotations[k] = v
-		}
-		setPodCondition(pod, corev1.PodCondition{
-			Type: corev1.PodScheduled, Status: corev1.ConditionTrue,
-			LastTransitionTime: metav1.NewTime(h.s.clock.Now().Truncate(time.Second)),
-		})
-		return pod, nil
-	})
+	opts, err := deleteOptions(r)
 	if err != nil {
 		return err
 	}
-	st := &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}
-	st.SetGroupVersionKind(statusGVK)
-	h.s.writeObject(w, r, http.StatusCreated, st)
-	return nil
+	attrs := ep.admissionAttributes(ctx, nil, nil, info.Name, admission.Delete, opts, isDryRun(opts.DryRun))
+	result, deleted, err := deleter.Delete(ctx, info.Name, rest.AdmissionToValidateObjectDeleteFunc(ep.admission(), attrs, ep.objectInterfaces()), opts)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	//nolint:staticcheck // OrphanDependents: kube-apiserver still answers 202 for it.
+	if !deleted && opts.OrphanDependents != nil && !*opts.OrphanDependents {
+		code = http.StatusAccepted
+	}
+	if result == nil {
+		result = &metav1.Status{Status: metav1.StatusSuccess, Code: int32(code), Details: &metav1.StatusDetails{Name: info.Name, Kind: ep.gvk.Kind}}
+	}
+	return ep.writeResult(w, r, code, result)
 }
 
-func setPodCondition(pod *corev1.Pod, c corev1.PodCondition) {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == c.Type {
-			if pod.Status.Conditions[i].Status == c.Status {
-				c.LastTransitionTime = pod.Status.Conditions[i].LastTransitionTime
-			}
-			pod.Status.Conditions[i] = c
-			return
-		}
+func (ep *endpoint) deleteCollection(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	deleter, ok := ep.rest.(rest.CollectionDeleter)
+	if !ok {
+		return methodNotSupported(r)
 	}
-	pod.Status.Conditions = append(pod.Status.Conditions, c)
+	if _, err := ep.codecs.negotiate(r); err != nil {
+		return err
+	}
+	lopts, err := ep.listOptions(r, info)
+	if err != nil {
+		return err
+	}
+	opts, err := deleteOptions(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	attrs := ep.admissionAttributes(ctx, nil, nil, "", admission.Delete, opts, isDryRun(opts.DryRun))
+	result, err := deleter.DeleteCollection(ctx, rest.AdmissionToValidateObjectDeleteFunc(ep.admission(), attrs, ep.objectInterfaces()), opts, lopts)
+	if err != nil {
+		return err
+	}
+	if result == nil {
+		result = &metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusOK, Details: &metav1.StatusDetails{Kind: ep.gvk.Kind}}
+	}
+	served, err := ep.res.Kinds.ConvertToVersion(result, ep.gvk.GroupVersion())
+	if err != nil {
+		served = result
+	}
+	out, err := ep.codecs.negotiate(r)
+	if err != nil {
+		return err
+	}
+	out.as = ""
+	ep.s.writeRaw(w, http.StatusOK, out, served)
+	return nil
 }

@@ -9,9 +9,18 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/features"
+	"k8s.io/apiserver/pkg/registry/rest"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/skiff-sh/skiff/internal/storage"
 )
@@ -23,36 +32,55 @@ const requestTimeout = 60 * time.Second
 // without timeoutSeconds lasts between it and twice it, as in Kubernetes.
 const minWatchTimeout = 30 * time.Minute
 
-func (h *resourceHandler) get(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+// withTimeout bounds non-watch requests.
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, requestTimeout)
+}
+
+func (ep *endpoint) get(w http.ResponseWriter, r *http.Request, info requestInfo) error {
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
 	var opts metav1.GetOptions
 	if err := decodeQuery(r, &opts); err != nil {
 		return badRequest(err.Error())
 	}
-	obj, err := h.store.Get(ctx, h.key(info.Namespace, info.Name))
-	if err != nil {
-		return h.renameErr(err)
+	if st := ep.res.Stored; st != nil && ep.sub == nil {
+		obj, err := st.Store.Get(ctx, st.Key(ep.res.Namespaced, info.Namespace, info.Name))
+		if err != nil {
+			return ep.storeError(err, info.Name)
+		}
+		served, err := ep.fromStored(obj)
+		if err != nil {
+			return err
+		}
+		return ep.writeOutput(w, r, http.StatusOK, served)
 	}
-	if obj, err = h.fromStorage(obj); err != nil {
+	getter, ok := ep.rest.(rest.Getter)
+	if !ok {
+		return methodNotSupported(r)
+	}
+	obj, err := getter.Get(ctx, info.Name, &opts)
+	if err != nil {
 		return err
 	}
-	return h.writeOutput(w, r, http.StatusOK, obj)
+	served, err := ep.served(obj)
+	if err != nil {
+		return err
+	}
+	return ep.writeOutput(w, r, http.StatusOK, served)
 }
 
-// renameErr makes a view's storage errors name the served resource.
-func (h *resourceHandler) renameErr(err error) error {
-	if h.res.StorageName == "" {
-		return err
+// storeError makes a Store's error name the served resource (a Store may
+// keep the objects of several: events and events.k8s.io events).
+func (ep *endpoint) storeError(err error, name string) error {
+	if apierrors.IsNotFound(err) {
+		return apierrors.NewNotFound(ep.gr, name)
 	}
 	if st, ok := err.(apierrors.APIStatus); ok {
 		s := st.Status()
-		if s.Details != nil {
-			s.Details.Group = h.gr.Group
-			s.Details.Kind = h.gr.Resource
-		}
-		if apierrors.IsNotFound(err) && s.Details != nil {
-			return apierrors.NewNotFound(h.gr, s.Details.Name)
+		if s.Details != nil && s.Details.Kind != "" {
+			s.Details.Group = ep.gr.Group
+			s.Details.Kind = ep.gr.Resource
 		}
 		return &apierrors.StatusError{ErrStatus: s}
 	}
@@ -61,10 +89,16 @@ func (h *resourceHandler) renameErr(err error) error {
 
 // writeOutput writes one object as itself, as a Table or as metadata,
 // per the Accept header.
-func (h *resourceHandler) writeOutput(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object) error {
-	out, err := h.s.codecs.negotiate(r)
+func (ep *endpoint) writeOutput(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object) error {
+	out, err := ep.codecs.negotiate(r)
 	if err != nil {
 		return err
+	}
+	if _, isStatus := obj.(*metav1.Status); isStatus {
+		out.as = ""
+		obj.GetObjectKind().SetGroupVersionKind(statusGVK)
+		ep.s.writeRaw(w, code, out, obj)
+		return nil
 	}
 	switch out.as {
 	case "Table":
@@ -72,68 +106,115 @@ func (h *resourceHandler) writeOutput(w http.ResponseWriter, r *http.Request, co
 		if err != nil {
 			return err
 		}
-		table, err := h.toTable([]runtime.Object{obj}, opts, false)
+		table, err := ep.toTable(r.Context(), []runtime.Object{obj}, opts, false)
 		if err != nil {
 			return err
 		}
-		h.s.writeRaw(w, code, out, table)
+		ep.s.writeRaw(w, code, out, table)
 	case "PartialObjectMetadata":
-		h.s.writeRaw(w, code, out, partialMetadata(obj))
+		ep.s.writeRaw(w, code, out, partialMetadata(obj))
 	case "PartialObjectMetadataList":
 		return newStatusError(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable, "PartialObjectMetadataList is only served for lists")
 	default:
-		h.setTypeMeta(obj)
-		h.s.writeRaw(w, code, out, obj)
+		ep.s.writeRaw(w, code, out, ep.typedForEncoding(obj))
 	}
 	return nil
 }
 
-func (h *resourceHandler) listOptions(r *http.Request) (*metav1.ListOptions, error) {
-	var opts metav1.ListOptions
-	if err := decodeQuery(r, &opts); err != nil {
+// listOptions decodes, defaults and validates a list or watch's options,
+// as kube-apiserver does: field selectors name fields the kind supports
+// (400), resourceVersion and its match agree (422).
+func (ep *endpoint) listOptions(r *http.Request, info requestInfo) (*metainternalversion.ListOptions, error) {
+	opts := &metainternalversion.ListOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, badRequest(err.Error())
 	}
-	return &opts, nil
+	watchList := utilfeature.DefaultFeatureGate.Enabled(features.WatchList)
+	metainternalversion.SetListOptionsDefaults(opts, watchList)
+	if errs := metainternalversionvalidation.ValidateListOptions(opts, watchList); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
+	}
+	if opts.FieldSelector != nil {
+		sel, err := opts.FieldSelector.Transform(func(label, value string) (string, string, error) {
+			return ep.res.Kinds.ConvertFieldLabel(ep.gvk, label, value)
+		})
+		if err != nil {
+			return nil, badRequest(err.Error())
+		}
+		opts.FieldSelector = sel
+	}
+	if info.Name != "" {
+		if opts.FieldSelector != nil && !opts.FieldSelector.Empty() {
+			selected, ok := opts.FieldSelector.RequiresExactMatch("metadata.name")
+			if !ok || selected != info.Name {
+				return nil, badRequest("fieldSelector metadata.name doesn't match requested name")
+			}
+		} else {
+			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", info.Name)
+		}
+	}
+	return opts, nil
 }
 
-func (h *resourceHandler) list(w http.ResponseWriter, r *http.Request, info requestInfo) error {
-	ctx, cancel := withTimeout(r.Context())
-	defer cancel()
-	opts, err := h.listOptions(r)
+// filterFor builds the storage filter of a list or watch from its label
+// and field selectors; nil when they select everything.
+func (ep *endpoint) filterFor(opts *metainternalversion.ListOptions) storage.Filter {
+	ls, fs := opts.LabelSelector, opts.FieldSelector
+	if ls != nil && ls.Empty() {
+		ls = nil
+	}
+	if fs != nil && fs.Empty() {
+		fs = nil
+	}
+	if ls == nil && fs == nil {
+		return nil
+	}
+	st := ep.res.Stored
+	return func(obj runtime.Object) bool {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return false
+		}
+		if ls != nil && !ls.Matches(labels.Set(m.GetLabels())) {
+			return false
+		}
+		if fs != nil {
+			set, err := st.Fields(obj)
+			if err != nil || !fs.Matches(set) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func (ep *endpoint) list(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	opts, err := ep.listOptions(r, info)
 	if err != nil {
 		return err
 	}
 	if opts.Watch {
-		return h.watch(w, r, info)
+		return ep.watchWith(w, r, info, opts)
 	}
-	filter, err := h.filterFor(opts)
+	ctx, cancel := withTimeout(r.Context())
+	defer cancel()
+	out, err := ep.codecs.negotiate(r)
 	if err != nil {
 		return err
 	}
-	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-		return apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+	st := ep.res.Stored
+	if st == nil {
+		return ep.listREST(ctx, w, r, out, opts)
 	}
-	res, err := h.store.List(ctx, h.collectionPrefix(info.Namespace), storage.ListOptions{
+	res, err := st.Store.List(ctx, st.CollectionPrefix(ep.res.Namespaced, info.Namespace), storage.ListOptions{
 		ResourceVersion:      opts.ResourceVersion,
 		ResourceVersionMatch: string(opts.ResourceVersionMatch),
 		Limit:                opts.Limit,
 		Continue:             opts.Continue,
-		Filter:               filter,
+		Filter:               ep.filterFor(opts),
 	})
 	if err != nil {
-		return h.renameErr(err)
-	}
-	items := make([]runtime.Object, 0, len(res.Items))
-	for _, it := range res.Items {
-		served, err := h.fromStorage(it)
-		if err != nil {
-			return err
-		}
-		items = append(items, served)
-	}
-	out, err := h.s.codecs.negotiate(r)
-	if err != nil {
-		return err
+		return ep.storeError(err, "")
 	}
 	listMeta := metav1.ListMeta{ResourceVersion: res.ResourceVersion, Continue: res.Continue, RemainingItemCount: res.RemainingItemCount}
 	switch out.as {
@@ -142,23 +223,34 @@ func (h *resourceHandler) list(w http.ResponseWriter, r *http.Request, info requ
 		if err != nil {
 			return err
 		}
-		table, err := h.toTable(items, topts, false)
+		table, err := ep.toTable(ctx, res.Items, topts, true)
 		if err != nil {
 			return err
 		}
 		table.ListMeta = listMeta
-		h.s.writeRaw(w, http.StatusOK, out, table)
+		ep.s.writeRaw(w, http.StatusOK, out, table)
 		return nil
 	case "PartialObjectMetadataList", "PartialObjectMetadata":
-		pl := &metav1.PartialObjectMetadataList{ListMeta: listMeta}
+		pl := &metav1.PartialObjectMetadataList{ListMeta: listMeta, Items: make([]metav1.PartialObjectMetadata, 0, len(res.Items))}
 		pl.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("PartialObjectMetadataList"))
-		for _, it := range items {
+		for _, it := range res.Items {
 			pl.Items = append(pl.Items, *partialMetadata(it))
 		}
-		h.s.writeRaw(w, http.StatusOK, out, pl)
+		ep.s.writeRaw(w, http.StatusOK, out, pl)
 		return nil
 	}
-	list := h.res.NewList()
+	items := make([]runtime.Object, 0, len(res.Items))
+	for _, it := range res.Items {
+		served, err := ep.fromStored(it)
+		if err != nil {
+			return err
+		}
+		items = append(items, served)
+	}
+	list, err := ep.res.Kinds.New(ep.gvk.GroupVersion().WithKind(ep.res.ListKind))
+	if err != nil {
+		return err
+	}
 	if err := meta.SetList(list, items); err != nil {
 		return err
 	}
@@ -169,8 +261,39 @@ func (h *resourceHandler) list(w http.ResponseWriter, r *http.Request, info requ
 	lm.SetResourceVersion(listMeta.ResourceVersion)
 	lm.SetContinue(listMeta.Continue)
 	lm.SetRemainingItemCount(listMeta.RemainingItemCount)
-	list.GetObjectKind().SetGroupVersionKind(h.res.GroupVersion.WithKind(h.res.ListKind))
-	h.s.writeRaw(w, http.StatusOK, out, list)
+	list.GetObjectKind().SetGroupVersionKind(ep.gvk.GroupVersion().WithKind(ep.res.ListKind))
+	ep.s.writeRaw(w, http.StatusOK, out, list)
+	return nil
+}
+
+// listREST lists a resource that is not stored (component statuses)
+// through its registry.
+func (ep *endpoint) listREST(ctx context.Context, w http.ResponseWriter, r *http.Request, out output, opts *metainternalversion.ListOptions) error {
+	lister, ok := ep.rest.(rest.Lister)
+	if !ok {
+		return methodNotSupported(r)
+	}
+	list, err := lister.List(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if out.as == "Table" {
+		topts, err := tableOptions(r)
+		if err != nil {
+			return err
+		}
+		table, err := ep.tableOf(ctx, list, topts)
+		if err != nil {
+			return err
+		}
+		ep.s.writeRaw(w, http.StatusOK, out, table)
+		return nil
+	}
+	served, err := ep.res.Kinds.ConvertToVersion(list, ep.gvk.GroupVersion())
+	if err != nil {
+		return err
+	}
+	ep.s.writeRaw(w, http.StatusOK, out, served)
 	return nil
 }
 
@@ -183,16 +306,16 @@ func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 	return pm
 }
 
-func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info requestInfo) error {
-	opts, err := h.listOptions(r)
+func (ep *endpoint) watch(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	opts, err := ep.listOptions(r, info)
 	if err != nil {
 		return err
 	}
-	filter, err := h.filterFor(opts)
-	if err != nil {
-		return err
-	}
-	out, err := h.s.codecs.negotiate(r)
+	return ep.watchWith(w, r, info, opts)
+}
+
+func (ep *endpoint) watchWith(w http.ResponseWriter, r *http.Request, info requestInfo, opts *metainternalversion.ListOptions) error {
+	out, err := ep.codecs.negotiate(r)
 	if err != nil {
 		return err
 	}
@@ -201,10 +324,6 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 		if topts, err = tableOptions(r); err != nil {
 			return err
 		}
-	}
-	prefix := h.collectionPrefix(info.Namespace)
-	if info.Name != "" {
-		prefix = h.key(info.Namespace, info.Name)
 	}
 	timeout := time.Duration(float64(minWatchTimeout) * (1 + rand.Float64()))
 	if opts.TimeoutSeconds != nil {
@@ -215,26 +334,37 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	sendInitial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
-	if sendInitial && opts.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
-		return apierrors.NewInvalid(metav1.SchemeGroupVersion.WithKind("ListOptions").GroupKind(), "", nil)
-	}
-	wi, err := h.store.Watch(ctx, prefix, storage.WatchOptions{
-		ResourceVersion:   opts.ResourceVersion,
-		SendInitialEvents: sendInitial,
-		AllowBookmarks:    opts.AllowWatchBookmarks,
-		Filter:            filter,
-	})
-	if err != nil {
-		return h.renameErr(err)
+	var wi watch.Interface
+	if st := ep.res.Stored; st != nil {
+		prefix := st.CollectionPrefix(ep.res.Namespaced, info.Namespace)
+		if info.Name != "" {
+			prefix = st.Key(ep.res.Namespaced, info.Namespace, info.Name)
+		}
+		wi, err = st.Store.Watch(ctx, prefix, storage.WatchOptions{
+			ResourceVersion:   opts.ResourceVersion,
+			SendInitialEvents: opts.SendInitialEvents != nil && *opts.SendInitialEvents,
+			AllowBookmarks:    opts.AllowWatchBookmarks,
+			Filter:            ep.filterFor(opts),
+		})
+		if err != nil {
+			return ep.storeError(err, info.Name)
+		}
+	} else {
+		watcher, ok := ep.rest.(rest.Watcher)
+		if !ok {
+			return apierrors.NewMethodNotSupported(ep.gr, "watch")
+		}
+		if wi, err = watcher.Watch(ctx, opts); err != nil {
+			return err
+		}
 	}
 	defer wi.Stop()
 	ws, err := newWatchStream(w, out)
 	if err != nil {
 		return err
 	}
-	h.s.metrics.watchers.Inc()
-	defer h.s.metrics.watchers.Dec()
+	ep.s.metrics.watchers.Inc()
+	defer ep.s.metrics.watchers.Dec()
 	first := true
 	for {
 		select {
@@ -246,14 +376,13 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 			}
 			obj := ev.Object
 			if topts == nil && out.as == "" && (ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted) {
-				raw, err := h.encodings.get(obj, out.info.MediaType, func() ([]byte, error) {
-					served, err := h.fromStorage(obj)
+				raw, err := ep.encodings.get(obj, out.info.MediaType, func() ([]byte, error) {
+					served, err := ep.watchServed(obj)
 					if err != nil {
 						return nil, err
 					}
-					served = h.typedForEncoding(served)
 					var buf bytes.Buffer
-					if err := encodeObject(out.info.Serializer, served, &buf); err != nil {
+					if err := encodeObject(out.info.Serializer, ep.typedForEncoding(served), &buf); err != nil {
 						return nil, err
 					}
 					return buf.Bytes(), nil
@@ -272,14 +401,14 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 					st.SetGroupVersionKind(statusGVK)
 				}
 			default:
-				if obj, err = h.fromStorage(obj); err != nil {
-					return nil
-				}
 				switch {
 				case topts != nil && ev.Type != watch.Bookmark:
-					table, err := h.toTable([]runtime.Object{obj}, topts, !first)
+					table, err := ep.toTable(ctx, []runtime.Object{obj}, topts, ep.res.Stored != nil)
 					if err != nil {
 						return nil
+					}
+					if !first {
+						table.ColumnDefinitions = nil
 					}
 					obj = table
 					first = false
@@ -296,7 +425,11 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 				case out.as == "PartialObjectMetadata" || out.as == "PartialObjectMetadataList":
 					obj = partialMetadata(obj)
 				default:
-					obj = h.typedForEncoding(obj)
+					served, err := ep.watchServed(obj)
+					if err != nil {
+						return nil
+					}
+					obj = ep.typedForEncoding(served)
 				}
 			}
 			if err := ws.send(ev.Type, obj); err != nil {
@@ -304,4 +437,13 @@ func (h *resourceHandler) watch(w http.ResponseWriter, r *http.Request, info req
 			}
 		}
 	}
+}
+
+// watchServed converts a watch event's object to the served version: a
+// stored object when the resource is stored, else one of REST's version.
+func (ep *endpoint) watchServed(obj runtime.Object) (runtime.Object, error) {
+	if ep.res.Stored != nil {
+		return ep.fromStored(obj)
+	}
+	return ep.served(obj)
 }

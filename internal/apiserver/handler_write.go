@@ -2,431 +2,414 @@ package apiserver
 
 import (
 	"context"
-	"errors"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1validation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/endpoints/handlers"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/warning"
 )
 
-// decodeBody decodes a create or update body into a new object of the
-// resource's type. fieldValidation Strict turns unknown and duplicate
-// fields into a 400; Warn (the default) returns them as warnings.
-func (h *resourceHandler) decodeBody(r *http.Request, body []byte, fieldValidation string) (runtime.Object, []string, error) {
-	switch fieldValidation {
-	case "", "Warn", "Strict", "Ignore":
-	default:
-		return nil, nil, badRequest(fmt.Sprintf("fieldValidation must be one of Ignore, Warn or Strict, got %q", fieldValidation))
+// fieldValidationDirective is the fieldValidation a request asked for,
+// Warn when it asked for none.
+func fieldValidationDirective(v string) string {
+	if v == "" {
+		return metav1.FieldValidationWarn
 	}
-	strict := fieldValidation != "Ignore"
-	dec, _, err := h.s.codecs.bodyDecoder(r.Header.Get("Content-Type"), strict)
+	return v
+}
+
+// decodeBody decodes a create or update body into an object of the
+// endpoint's served kind and applies the kind's defaults. Unknown and
+// duplicate fields are warnings (fieldValidation Warn, the default) or a
+// 400 (Strict). A body of another kind or version is a 400 in
+// kube-apiserver's words.
+func (ep *endpoint) decodeBody(r *http.Request, body []byte, fieldValidation string) (runtime.Object, error) {
+	directive := fieldValidationDirective(fieldValidation)
+	strict := directive == metav1.FieldValidationWarn || directive == metav1.FieldValidationStrict
+	dec, _, err := ep.codecs.bodyDecoder(r.Header.Get("Content-Type"), strict)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var warnings []string
-	into := h.res.New()
-	obj, gvk, err := dec.Decode(body, &h.gvk, into)
-	if err != nil && runtime.IsStrictDecodingError(err) && strict {
-		if fieldValidation == "Strict" {
-			return nil, nil, badRequest(h.cannotHandle(gvk, err))
+	into, err := ep.newServed()
+	if err != nil {
+		return nil, err
+	}
+	obj, gvk, err := dec.Decode(body, &ep.gvk, into)
+	if err != nil {
+		sde, isStrict := runtime.AsStrictDecodingError(err)
+		if !isStrict || obj == nil || directive != metav1.FieldValidationWarn {
+			return nil, ep.decodeError(err, gvk, body)
 		}
-		if sde, ok := runtime.AsStrictDecodingError(err); ok {
-			for _, e := range sde.Errors() {
-				warnings = append(warnings, e.Error())
-			}
+		addStrictDecodingWarnings(r.Context(), sde.Errors())
+	}
+	if kinds, _, kerr := ep.res.Kinds.ObjectKinds(obj); kerr != nil || !containsKind(kinds, ep.gvk) {
+		// Another kind: the conversion to the endpoint's says why not,
+		// as it does in kube-apiserver.
+		hubObj, herr := ep.res.Kinds.New(ep.hub.WithKind(ep.gvk.Kind))
+		if herr == nil {
+			herr = ep.res.Kinds.Convert(obj, hubObj, nil)
 		}
-		// Decode again, leniently, to get the object itself.
-		dec, _, _ = h.s.codecs.bodyDecoder(r.Header.Get("Content-Type"), false)
-		into = h.res.New()
-		obj, gvk, err = dec.Decode(body, &h.gvk, into)
-	}
-	if err != nil {
-		if gvk == nil {
-			gvk = &h.gvk
+		if herr == nil {
+			herr = fmt.Errorf("unexpected kind %v", gvk)
 		}
-		return nil, nil, badRequest(h.cannotHandle(gvk, err))
+		return nil, ep.decodeError(herr, gvk, body)
 	}
-	if gvk.GroupVersion() != h.gvk.GroupVersion() {
-		return nil, nil, badRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gvk.GroupVersion().String(), h.gvk.GroupVersion().String()))
+	if gvk.GroupVersion() != ep.gvk.GroupVersion() {
+		return nil, badRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gvk.GroupVersion(), ep.gvk.GroupVersion()))
 	}
-	if gvk.Kind != h.gvk.Kind || obj != into {
-		return nil, nil, badRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", gvk.Kind, h.gvk.Kind))
-	}
-	return obj, warnings, nil
+	ep.res.Kinds.Default(obj)
+	return obj, nil
 }
 
-// cannotHandle words a decode failure as kube-apiserver does.
-func (h *resourceHandler) cannotHandle(gvk *schema.GroupVersionKind, err error) string {
-	if gvk == nil || gvk.Kind == "" {
-		gvk = &h.gvk
+// decodeError words a decode failure as kube-apiserver does.
+func (ep *endpoint) decodeError(err error, gvk *schema.GroupVersionKind, body []byte) error {
+	if gvk != nil && gvk.Kind != "" {
+		return badRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, ep.gvk.Kind, err))
 	}
-	return fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, h.gvk.Kind, err)
+	return badRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", ep.gvk.Kind, err, summarizeData(body, 30)))
 }
 
-func writeWarnings(w http.ResponseWriter, warnings []string) {
-	for _, msg := range warnings {
-		w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
-	}
-}
-
-// fillCreate sets what the server owns on a new object: namespace from the
-// URL, name from generateName, uid, creationTimestamp; it clears what a
-// client may not set.
-func (h *resourceHandler) fillCreate(obj runtime.Object, namespace string) error {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	if h.res.Namespaced {
-		if ns := m.GetNamespace(); ns != "" && ns != namespace {
-			return badRequest("the namespace of the provided object does not match the namespace sent on the request")
-		}
-		m.SetNamespace(namespace)
-	} else {
-		m.SetNamespace("")
-	}
-	if m.GetName() == "" && m.GetGenerateName() != "" {
-		m.SetName(m.GetGenerateName() + rand.String(5))
-	}
-	m.SetUID(uuid.NewUUID())
-	m.SetCreationTimestamp(metav1.NewTime(h.s.clock.Now().Truncate(1e9)))
-	m.SetResourceVersion("")
-	m.SetDeletionTimestamp(nil)
-	m.SetDeletionGracePeriodSeconds(nil)
-	m.SetSelfLink("")
-	if h.res.PrepareForCreate != nil {
-		h.res.PrepareForCreate(obj)
-	}
-	return nil
-}
-
-// validateCreate runs metadata validation and the resource's own.
-func (h *resourceHandler) validateCreate(obj runtime.Object) error {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	var errs field.ErrorList
-	if h.res.Validate != nil {
-		errs = h.res.Validate(obj)
-	} else {
-		errs = metav1validation.ValidateObjectMetaAccessor(m, h.res.Namespaced, metav1validation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	}
-	if len(errs) > 0 {
-		return apierrors.NewInvalid(h.gvk.GroupKind(), m.GetName(), errs)
-	}
-	return nil
-}
-
-func (h *resourceHandler) create(w http.ResponseWriter, r *http.Request, info requestInfo) error {
-	ctx, cancel := withTimeout(r.Context())
-	defer cancel()
-	var opts metav1.CreateOptions
-	if err := decodeQuery(r, &opts); err != nil {
-		return badRequest(err.Error())
-	}
-	if err := validateDryRun(opts.DryRun); err != nil {
-		return err
-	}
-	manager, err := fieldManagerName(r, opts.FieldManager)
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	obj, warnings, err := h.decodeBody(r, body, opts.FieldValidation)
-	if err != nil {
-		return err
-	}
-	if err := h.fillCreate(obj, info.Namespace); err != nil {
-		return err
-	}
-	if err := h.admitCreate(ctx, obj); err != nil {
-		return err
-	}
-	if err := h.validateCreate(obj); err != nil {
-		return err
-	}
-	obj = h.createManagedFields(obj, manager)
-	writeWarnings(w, warnings)
-	if isDryRun(opts.DryRun) {
-		return h.writeOutput(w, r, http.StatusCreated, obj)
-	}
-	stored, err := h.toStorage(obj)
-	if err != nil {
-		return err
-	}
-	ns, name := nameOf(obj)
-	created, err := h.store.Create(ctx, h.key(ns, name), stored, h.res.TTLSeconds)
-	if err != nil {
-		return h.renameErr(err)
-	}
-	if created, err = h.fromStorage(created); err != nil {
-		return err
-	}
-	return h.writeOutput(w, r, http.StatusCreated, created)
-}
-
-// admitCreate enforces namespace lifecycle (nothing is created in a
-// namespace that does not exist or is terminating), then runs the
-// configured admission (Config.Admit).
-func (h *resourceHandler) admitCreate(ctx context.Context, obj runtime.Object) error {
-	if !h.res.Namespaced {
-		return h.admitPlugins(ctx, obj)
-	}
-	ns, name := nameOf(obj)
-	nsObj, err := h.s.namespaces.get(ctx, ns)
-	if err != nil {
-		return err
-	}
-	if nsObj.Status.Phase == corev1.NamespaceTerminating || nsObj.DeletionTimestamp != nil {
-		return apierrors.NewForbidden(h.gr, name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
-	}
-	return h.admitPlugins(ctx, obj)
-}
-
-// admitPlugins runs the configured admission (Config.Admit) on a create.
-func (h *resourceHandler) admitPlugins(ctx context.Context, obj runtime.Object) error {
-	if h.s.cfg.Admit == nil {
-		return nil
-	}
-	return h.s.cfg.Admit(ctx, h.res.Name, obj)
-}
-
-// prepareUpdate carries over from current what the writer may not change
-// and applies the resource's update rules, for the main resource ("") or a
-// subresource ("status", "finalize").
-func (h *resourceHandler) prepareUpdate(obj, current runtime.Object, subresource string) error {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	cm, err := meta.Accessor(current)
-	if err != nil {
-		return err
-	}
-	if m.GetUID() == "" {
-		m.SetUID(cm.GetUID())
-	}
-	if m.GetResourceVersion() == "" {
-		m.SetResourceVersion(cm.GetResourceVersion())
-	}
-	m.SetCreationTimestamp(cm.GetCreationTimestamp())
-	m.SetDeletionTimestamp(cm.GetDeletionTimestamp())
-	m.SetDeletionGracePeriodSeconds(cm.GetDeletionGracePeriodSeconds())
-	m.SetGeneration(cm.GetGeneration())
-	m.SetSelfLink("")
-	if m.GetNamespace() == "" && h.res.Namespaced {
-		m.SetNamespace(cm.GetNamespace())
-	}
-	switch subresource {
-	case "status":
-		if h.res.PrepareForStatusUpdate != nil {
-			h.res.PrepareForStatusUpdate(obj, current)
-		}
-	case "finalize":
-		nsNew, ok1 := obj.(*corev1.Namespace)
-		nsOld, ok2 := current.(*corev1.Namespace)
-		if ok1 && ok2 {
-			fin := nsNew.Spec.Finalizers
-			*nsNew = *nsOld.DeepCopy()
-			nsNew.Spec.Finalizers = fin
-		}
-	default:
-		if h.res.PrepareForUpdate != nil {
-			h.res.PrepareForUpdate(obj, current)
-		}
-	}
-	return nil
-}
-
-func (h *resourceHandler) validateUpdate(obj, current runtime.Object, subresource string) error {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	cm, _ := meta.Accessor(current)
-	var errs field.ErrorList
+// summarizeData shows the start of a body that could not be decoded.
+func summarizeData(data []byte, maxLength int) string {
 	switch {
-	case subresource == "status" && h.res.ValidateStatusUpdate != nil:
-		errs = h.res.ValidateStatusUpdate(obj, current)
-	case subresource == "" && h.res.ValidateUpdate != nil:
-		errs = h.res.ValidateUpdate(obj, current)
+	case len(data) == 0:
+		return "<empty>"
+	case data[0] == '{':
+		if len(data) > maxLength {
+			return string(data[:maxLength]) + " ..."
+		}
+		return string(data)
 	default:
-		errs = metav1validation.ValidateObjectMetaAccessorUpdate(m, cm, field.NewPath("metadata"))
+		if len(data) > maxLength {
+			return hex.EncodeToString(data[:maxLength]) + " ..."
+		}
+		return hex.EncodeToString(data)
 	}
-	if len(errs) > 0 {
-		return apierrors.NewInvalid(h.gvk.GroupKind(), m.GetName(), errs)
+}
+
+// addStrictDecodingWarnings turns unknown and duplicate fields into
+// warnings, one per field.
+func addStrictDecodingWarnings(ctx context.Context, errs []error) {
+	for _, e := range errs {
+		for _, line := range strings.Split(e.Error(), "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				warning.AddWarning(ctx, "", line)
+			}
+		}
+	}
+}
+
+// checkName refuses an object whose name or namespace differs from the
+// URL's.
+func checkName(obj runtime.Object, name, namespace string) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return badRequest(fmt.Sprintf("the name of the object (%s based on URL) was undeterminable: %v", name, err))
+	}
+	if m.GetName() != name {
+		return badRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), name))
+	}
+	if namespace != "" && m.GetNamespace() != "" && m.GetNamespace() != namespace {
+		return badRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the request (%s)", m.GetNamespace(), namespace))
 	}
 	return nil
 }
 
-func (h *resourceHandler) fieldManagerFor(subresource string) interface {
-	UpdateNoErrors(liveObj, newObj runtime.Object, manager string) runtime.Object
-} {
-	if subresource == "status" && h.statusFM != nil {
-		return h.statusFM
+// dedupOwnerReferences removes repeated owner references (same UID and
+// fields) from obj's metadata, with a warning naming them.
+func dedupOwnerReferences(ctx context.Context, obj runtime.Object, afterMutatingAdmission bool) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
 	}
-	return h.mainFM
+	refs := m.GetOwnerReferences()
+	if len(refs) < 2 {
+		return
+	}
+	var out []metav1.OwnerReference
+	var dups []string
+	seen := map[types.UID]bool{}
+	for _, ref := range refs {
+		if seen[ref.UID] && containsOwnerReference(out, ref) {
+			dups = append(dups, string(ref.UID))
+			continue
+		}
+		seen[ref.UID] = true
+		out = append(out, ref)
+	}
+	if len(dups) == 0 {
+		return
+	}
+	m.SetOwnerReferences(out)
+	format := handlers.DuplicateOwnerReferencesWarningFormat
+	if afterMutatingAdmission {
+		format = handlers.DuplicateOwnerReferencesAfterMutatingAdmissionWarningFormat
+	}
+	warning.AddWarning(ctx, "", fmt.Sprintf(format, strings.Join(dups, ", ")))
 }
 
-func (h *resourceHandler) update(w http.ResponseWriter, r *http.Request, info requestInfo, subresource string) error {
+func containsOwnerReference(refs []metav1.OwnerReference, ref metav1.OwnerReference) bool {
+	for _, r := range refs {
+		if apiequality.Semantic.DeepEqual(r, ref) {
+			return true
+		}
+	}
+	return false
+}
+
+func (ep *endpoint) objectInterfaces() admission.ObjectInterfaces {
+	return objectInterfaces{kinds: ep.res.Kinds}
+}
+
+// admissionAttributes describes a write to admission plugins.
+func (ep *endpoint) admissionAttributes(ctx context.Context, obj, old runtime.Object, name string, op admission.Operation, opts runtime.Object, dryRun bool) admission.Attributes {
+	u, _ := genericapirequest.UserFrom(ctx)
+	return admission.NewAttributesRecord(obj, old, ep.gvk, genericapirequest.NamespaceValue(ctx), name, ep.res.GroupVersionResource(), ep.subresource, op, opts, dryRun, u)
+}
+
+func (ep *endpoint) create(w http.ResponseWriter, r *http.Request, info requestInfo) error {
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
-	var opts metav1.UpdateOptions
-	if err := decodeQuery(r, &opts); err != nil {
+	creater, ok := ep.rest.(rest.Creater)
+	if !ok {
+		return methodNotSupported(r)
+	}
+	if _, err := ep.codecs.negotiate(r); err != nil {
+		return err
+	}
+	opts := &metav1.CreateOptions{}
+	if err := decodeQuery(r, opts); err != nil {
 		return badRequest(err.Error())
 	}
-	if err := validateDryRun(opts.DryRun); err != nil {
-		return err
+	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs)
 	}
-	manager, err := fieldManagerName(r, opts.FieldManager)
-	if err != nil {
-		return err
-	}
+	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("CreateOptions"))
 	body, err := readBody(r)
 	if err != nil {
 		return err
 	}
-	obj, warnings, err := h.decodeBody(r, body, opts.FieldValidation)
+	obj, err := ep.decodeBody(r.WithContext(ctx), body, opts.FieldValidation)
 	if err != nil {
 		return err
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	name, namespace := m.GetName(), info.Namespace
+	if namespace == "" && ep.res.GroupVersionResource() == namespacesGVR {
+		namespace = name
+	}
+	rest.WipeObjectMetaSystemFields(m)
+	if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForResource(namespace, ep.res.GroupVersionResource()), m); err != nil {
 		return err
 	}
-	if m.GetName() != info.Name {
-		return badRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), info.Name))
-	}
-	if h.res.Namespaced && m.GetNamespace() != "" && m.GetNamespace() != info.Namespace {
-		return badRequest("the namespace of the provided object does not match the namespace sent on the request")
-	}
-	wantRV := m.GetResourceVersion()
-	result, err := h.writeUpdate(ctx, info, subresource, manager, isDryRun(opts.DryRun), func(current runtime.Object) (runtime.Object, error) {
-		if wantRV != "" {
-			if cm, _ := meta.Accessor(current); cm.GetResourceVersion() != wantRV {
-				return nil, h.conflict(info.Name)
-			}
-		}
-		return obj.DeepCopyObject(), nil
-	})
+	dedupOwnerReferences(ctx, obj, false)
+	manager := fieldManagerName(r, opts.FieldManager)
+	hubObj, err := ep.toHub(obj)
 	if err != nil {
 		return err
 	}
-	writeWarnings(w, warnings)
-	return h.writeOutput(w, r, http.StatusOK, result)
-}
-
-func (h *resourceHandler) conflict(name string) error {
-	return apierrors.NewConflict(h.gr, name, errors.New(registryOptimisticLockMsg))
-}
-
-const registryOptimisticLockMsg = "the object has been modified; please apply your changes to the latest version and try again"
-
-// writeUpdate runs an update of one object: newObject computes the
-// written object from the current (served) one; the server then carries
-// over protected fields, validates, records managed fields and writes,
-// retrying on races. An object left with a deletionTimestamp, no
-// finalizers and no grace period is removed.
-func (h *resourceHandler) writeUpdate(ctx context.Context, info requestInfo, subresource, manager string, dryRun bool, newObject func(current runtime.Object) (runtime.Object, error)) (runtime.Object, error) {
-	key := h.key(info.Namespace, info.Name)
-	var dryResult runtime.Object
-	compute := func(stored runtime.Object) (runtime.Object, error) {
-		current, err := h.fromStorage(stored)
-		if err != nil {
-			return nil, err
+	hubObj = ep.createManagedFields(obj, hubObj, manager)
+	ctx = genericapirequest.WithNamespace(ctx, namespace)
+	admit := ep.admission()
+	attrs := ep.admissionAttributes(ctx, hubObj, nil, name, admission.Create, opts, isDryRun(opts.DryRun))
+	if mutating, ok := admit.(admission.MutationInterface); ok && mutating.Handles(admission.Create) {
+		if err := mutating.Admit(ctx, attrs, ep.objectInterfaces()); err != nil {
+			return err
 		}
-		obj, err := newObject(current)
-		if err != nil {
-			return nil, err
-		}
-		if err := h.prepareUpdate(obj, current, subresource); err != nil {
-			return nil, err
-		}
-		if err := h.validateUpdate(obj, current, subresource); err != nil {
-			return nil, err
-		}
-		obj = h.fieldManagerFor(subresource).UpdateNoErrors(current, obj, manager)
-		if dryRun {
-			dryResult = obj
-			return nil, errDryRun
-		}
-		return h.toStorage(obj)
 	}
-	updated, err := h.store.GuaranteedUpdate(ctx, key, nil, false, compute)
-	if errors.Is(err, errDryRun) {
-		return dryResult, nil
-	}
+	dedupOwnerReferences(ctx, hubObj, true)
+	result, err := creater.Create(ctx, hubObj, rest.AdmissionToValidateObjectFunc(admit, attrs, ep.objectInterfaces()), opts)
 	if err != nil {
-		return nil, h.renameErr(err)
+		return err
 	}
-	if h.shouldRemove(updated) {
-		m, _ := meta.Accessor(updated)
-		removed, err := h.store.Delete(ctx, key, nil, func(cur runtime.Object) error {
-			if !h.shouldRemove(cur) {
-				return errNotRemovable
+	return ep.writeResult(w, r, http.StatusCreated, result)
+}
+
+// writeResult writes an object REST returned, in the served version; a
+// Status without a code gets the request's.
+func (ep *endpoint) writeResult(w http.ResponseWriter, r *http.Request, code int, result runtime.Object) error {
+	if st, ok := result.(*metav1.Status); ok && st.Code == 0 {
+		st.Code = int32(code)
+	}
+	served, err := ep.served(result)
+	if err != nil {
+		return err
+	}
+	return ep.writeOutput(w, r, code, served)
+}
+
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// createSub serves a subresource's POST (pods/binding, pods/eviction,
+// serviceaccounts/token): an object of the subresource's kind, created
+// for the named object.
+func (ep *endpoint) createSub(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	ctx, cancel := withTimeout(r.Context())
+	defer cancel()
+	creater, ok := ep.rest.(rest.NamedCreater)
+	if !ok {
+		return methodNotSupported(r)
+	}
+	if _, err := ep.codecs.negotiate(r); err != nil {
+		return err
+	}
+	opts := &metav1.CreateOptions{}
+	if err := decodeQuery(r, opts); err != nil {
+		return badRequest(err.Error())
+	}
+	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs)
+	}
+	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("CreateOptions"))
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	obj, err := ep.decodeBody(r.WithContext(ctx), body, opts.FieldValidation)
+	if err != nil {
+		return err
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		preserve := false
+		if p, ok := ep.rest.(rest.SubresourceObjectMetaPreserver); ok {
+			preserve = p.PreserveRequestObjectMetaSystemFieldsOnSubresourceCreate()
+		}
+		if !preserve {
+			rest.WipeObjectMetaSystemFields(m)
+		}
+		if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForResource(info.Namespace, ep.res.GroupVersionResource()), m); err != nil {
+			return err
+		}
+	}
+	hubObj, err := ep.toHub(obj)
+	if err != nil {
+		return err
+	}
+	admit := ep.admission()
+	attrs := ep.admissionAttributes(ctx, hubObj, nil, info.Name, admission.Create, opts, isDryRun(opts.DryRun))
+	if mutating, ok := admit.(admission.MutationInterface); ok && mutating.Handles(admission.Create) {
+		if err := mutating.Admit(ctx, attrs, ep.objectInterfaces()); err != nil {
+			return err
+		}
+	}
+	result, err := creater.Create(ctx, info.Name, hubObj, rest.AdmissionToValidateObjectFunc(admit, attrs, ep.objectInterfaces()), opts)
+	if err != nil {
+		return err
+	}
+	return ep.writeResult(w, r, http.StatusCreated, result)
+}
+
+func (ep *endpoint) update(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	ctx, cancel := withTimeout(r.Context())
+	defer cancel()
+	updater, ok := ep.rest.(rest.Updater)
+	if !ok {
+		return methodNotSupported(r)
+	}
+	if _, err := ep.codecs.negotiate(r); err != nil {
+		return err
+	}
+	opts := &metav1.UpdateOptions{}
+	if err := decodeQuery(r, opts); err != nil {
+		return badRequest(err.Error())
+	}
+	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs)
+	}
+	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("UpdateOptions"))
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	obj, err := ep.decodeBody(r.WithContext(ctx), body, opts.FieldValidation)
+	if err != nil {
+		return err
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForResource(info.Namespace, ep.res.GroupVersionResource()), m); err != nil {
+			return err
+		}
+	}
+	if err := checkName(obj, info.Name, info.Namespace); err != nil {
+		return err
+	}
+	dedupOwnerReferences(ctx, obj, false)
+	hubObj, err := ep.toHub(obj)
+	if err != nil {
+		return err
+	}
+	manager := fieldManagerName(r, opts.FieldManager)
+	dryRun := isDryRun(opts.DryRun)
+	admit := ep.admission()
+	transformers := []rest.TransformFunc{
+		func(_ context.Context, newObj, liveObj runtime.Object) (runtime.Object, error) {
+			return ep.updateManagedFields(liveObj, newObj, manager), nil
+		},
+	}
+	if mutating, ok := admit.(admission.MutationInterface); ok {
+		transformers = append(transformers, func(ctx context.Context, newObj, oldObj runtime.Object) (runtime.Object, error) {
+			exists, err := hasUID(oldObj)
+			if err != nil {
+				return nil, err
 			}
-			return nil
+			if !exists {
+				if mutating.Handles(admission.Create) {
+					return newObj, mutating.Admit(ctx, ep.admissionAttributes(ctx, newObj, nil, info.Name, admission.Create, updateToCreateOptions(opts), dryRun), ep.objectInterfaces())
+				}
+			} else if mutating.Handles(admission.Update) {
+				return newObj, mutating.Admit(ctx, ep.admissionAttributes(ctx, newObj, oldObj, info.Name, admission.Update, opts, dryRun), ep.objectInterfaces())
+			}
+			return newObj, nil
+		}, func(ctx context.Context, newObj, _ runtime.Object) (runtime.Object, error) {
+			dedupOwnerReferences(ctx, newObj, true)
+			return newObj, nil
 		})
-		if err == nil {
-			updated = removed
-		} else if !errors.Is(err, errNotRemovable) && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%s %s: remove after finalizers: %w", h.res.Name, m.GetName(), err)
-		}
 	}
-	return h.fromStorage(updated)
+	result, created, err := updater.Update(ctx, info.Name, rest.DefaultUpdatedObjectInfo(hubObj, transformers...),
+		rest.AdmissionToValidateObjectFunc(admit, ep.admissionAttributes(ctx, nil, nil, info.Name, admission.Create, updateToCreateOptions(opts), dryRun), ep.objectInterfaces()),
+		rest.AdmissionToValidateObjectUpdateFunc(admit, ep.admissionAttributes(ctx, nil, nil, info.Name, admission.Update, opts, dryRun), ep.objectInterfaces()),
+		false, opts)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	return ep.writeResult(w, r, code, result)
 }
 
-var (
-	errDryRun       = errors.New("dry run")
-	errNotRemovable = errors.New("object may not be removed yet")
-)
+func updateToCreateOptions(uo *metav1.UpdateOptions) *metav1.CreateOptions {
+	co := &metav1.CreateOptions{DryRun: uo.DryRun, FieldManager: uo.FieldManager, FieldValidation: uo.FieldValidation}
+	co.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("CreateOptions"))
+	return co
+}
 
-// shouldRemove reports whether a stored object's deletion is complete:
-// deletionTimestamp set, no finalizers left, no grace period left.
-func (h *resourceHandler) shouldRemove(obj runtime.Object) bool {
+// hasUID reports whether obj exists (an update's old object is empty when
+// the update creates).
+func hasUID(obj runtime.Object) (bool, error) {
+	if obj == nil {
+		return false, nil
+	}
 	m, err := meta.Accessor(obj)
-	if err != nil || m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
-		return false
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
 	}
-	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
-		return false
-	}
-	g := m.GetDeletionGracePeriodSeconds()
-	return g == nil || *g == 0
-}
-
-// patchTypes are the Content-Types a PATCH may carry.
-var patchTypes = map[string]types.PatchType{
-	string(types.JSONPatchType):           types.JSONPatchType,
-	string(types.MergePatchType):          types.MergePatchType,
-	string(types.StrategicMergePatchType): types.StrategicMergePatchType,
-	string(types.ApplyYAMLPatchType):      types.ApplyYAMLPatchType,
-	"application/apply-patch+cbor":        types.ApplyCBORPatchType,
-}
-
-func patchTypeOf(r *http.Request) (types.PatchType, error) {
-	ct := r.Header.Get("Content-Type")
-	if i := strings.Index(ct, ";"); i >= 0 {
-		ct = ct[:i]
-	}
-	pt, ok := patchTypes[strings.TrimSpace(ct)]
-	if !ok || pt == types.ApplyCBORPatchType {
-		return "", unsupportedMediaType(ct)
-	}
-	return pt, nil
+	return m.GetUID() != "", nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -162,7 +163,7 @@ func TestInProcessTransportCancel(t *testing.T) {
 // The in-process caller is authenticated as the transport's user; a
 // network request can't claim that identity.
 func TestInProcessTransportAuthenticates(t *testing.T) {
-	s := &Server{codecs: newCodecs(), metrics: newMetrics(), cfg: Config{Authenticate: func(*http.Request) (User, bool) { return User{}, false }}}
+	s := &Server{codecs: newCodecs(legacyscheme.Codecs), metrics: newMetrics(), cfg: Config{Authenticate: func(*http.Request) (User, bool) { return User{}, false }}}
 	resp := inProcessGet(t, s.InProcessTransport(User{Name: "system:kube-scheduler"}), context.Background(), "/metrics")
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

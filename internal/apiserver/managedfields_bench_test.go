@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/pods"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
 
 func benchCreatePod() *corev1.Pod {
@@ -18,28 +18,40 @@ func benchCreatePod() *corev1.Pod {
 			Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "3600"},
 		}}},
 	}
-	pods.SetDefaults(p)
-	pods.SetStatusDefaults(p)
+	legacyscheme.Scheme.Default(p)
 	return p
 }
 
 func BenchmarkManagedFieldsCreate(b *testing.B) {
-	h := fuzzPodHandler(b)
+	h := testEndpoint(b, "v1/pods")
+	hubOf := func(p *corev1.Pod) runtime.Object {
+		hub, err := h.toHub(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return hub
+	}
 	b.Run("fieldmanager", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			h.mainFM.UpdateNoErrors(&corev1.Pod{}, benchCreatePod(), "bench")
+			h.fieldManager.UpdateNoErrors(&corev1.Pod{}, hubOf(benchCreatePod()), "bench")
 		}
 	})
 	b.Run("create-fast-path", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			h.createManagedFields(benchCreatePod(), "bench")
+			p := benchCreatePod()
+			h.createManagedFields(p, hubOf(p), "bench")
+		}
+	})
+	b.Run("convert-to-internal", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			hubOf(benchCreatePod())
 		}
 	})
 	b.Run("totyped-fieldset", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			p := benchCreatePod()
 			p.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-			tv, err := typeConverter.ObjectToTyped(p)
+			tv, err := h.typeConverter.ObjectToTyped(p)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -60,7 +72,7 @@ func BenchmarkManagedFieldsCreate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tv, err := typeConverter.ObjectToTyped(&unstructured.Unstructured{Object: m})
+			tv, err := h.typeConverter.ObjectToTyped(&unstructured.Unstructured{Object: m})
 			if err != nil {
 				b.Fatal(err)
 			}

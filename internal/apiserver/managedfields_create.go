@@ -27,19 +27,35 @@ var strippedMetaFields = fieldpath.NewSet(
 )
 
 // createManagedFields records manager as the owner of the fields a create
-// sets, what the field manager's Update computes for a create: the fields
-// obj adds to or changes from an empty object, less the reset ones (status
-// for resources with a status subresource) and the stripped metadata. It
-// compares with an empty object converted once per resource, instead of
-// converting one per request through the field manager's chain of
-// managers, and remembers the result by obj's shape (createFieldSets), so
-// that creates of an earlier shape skip the comparison. It falls back to
-// the field manager when the request carries managedFields of its own (they
-// are honoured) or obj does not convert.
-func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string) runtime.Object {
+// sets, on hubObj (obj converted to REST's version), what the field
+// manager's Update computes for a create: the fields obj adds to or
+// changes from an empty object, less the reset ones (status for resources
+// with a status subresource) and the stripped metadata. It compares obj
+// (of the served version) with an empty object converted once per
+// endpoint, instead of converting one per request through the field
+// manager's chain of managers, and remembers the result by obj's shape
+// (createFieldSets), so that creates of an earlier shape skip the
+// comparison. It falls back to the field manager when the request carries
+// managedFields of its own (they are honoured), obj is not a Go struct of
+// its kind (custom resources) or does not convert.
+func (ep *endpoint) createManagedFields(obj, hubObj runtime.Object, manager string) runtime.Object {
+	if ep.fieldManager == nil {
+		return hubObj
+	}
+	fallback := func() runtime.Object {
+		live, err := ep.res.Kinds.New(ep.gvk)
+		if err != nil {
+			return hubObj
+		}
+		return ep.fieldManager.UpdateNoErrors(live, hubObj, manager)
+	}
 	acc, err := meta.Accessor(obj)
-	if err != nil || acc.GetManagedFields() != nil {
-		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+	if err != nil || acc.GetManagedFields() != nil || isUnstructured(obj) {
+		return fallback()
+	}
+	hubAcc, err := meta.Accessor(hubObj)
+	if err != nil {
+		return fallback()
 	}
 	bufp := shapeKeyBuffers.Get().(*[]byte)
 	defer shapeKeyBuffers.Put(bufp)
@@ -53,24 +69,32 @@ func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string
 		*bufp = key[:0] // keep what the key grew to
 	}
 	if known {
-		if fields, ok := h.createSets.get(key); ok {
-			return h.setCreateManagedFields(acc, obj, manager, fields)
+		if fields, ok := ep.createSets.get(key); ok {
+			ep.setCreateManagedFields(hubAcc, manager, fields)
+			return hubObj
 		}
 	}
-	empty, err := h.emptyTyped()
+	empty, err := ep.emptyTyped()
 	if err != nil {
-		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+		return fallback()
+	}
+	// The fields are those of hubObj back in the served version, as the
+	// field manager sees them: conversions may move fields (a Secret's
+	// stringData becomes data). The result depends on obj's shape only.
+	roundTrip, err := ep.res.Kinds.ConvertToVersion(hubObj, ep.gvk.GroupVersion())
+	if err != nil {
+		return fallback()
 	}
 	// A Go struct of the resource's type matches its schema by
 	// construction: no validation pass (the field manager's conversion
 	// validates, allowing duplicates, which is all it could find).
-	v, err := value.NewValueReflect(obj)
+	v, err := value.NewValueReflect(roundTrip)
 	if err != nil {
-		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+		return fallback()
 	}
 	cmp, err := empty.Compare(typed.AsTypedUnvalidated(v, empty.Schema(), empty.TypeRef()))
 	if err != nil {
-		return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+		return fallback()
 	}
 	// Fields the empty object lacks are added; the ones it holds with
 	// their zero value (no omitempty) and obj sets otherwise are modified,
@@ -79,48 +103,52 @@ func (h *resourceHandler) createManagedFields(obj runtime.Object, manager string
 	if !cmp.Modified.Empty() {
 		set = set.Union(cmp.Modified)
 	}
-	if h.mainResetFilter != nil {
-		set = h.mainResetFilter.Filter(set)
+	if ep.resetFilter != nil {
+		set = ep.resetFilter.Filter(set)
 	}
 	set = set.Difference(strippedMetaFields)
 	fields := []byte{}
 	if !set.Empty() {
 		if fields, err = set.ToJSON(); err != nil {
-			return h.mainFM.UpdateNoErrors(h.res.New(), obj, manager)
+			return fallback()
 		}
 	}
 	if known {
-		h.createSets.put(key, fields)
+		ep.createSets.put(key, fields)
 	}
-	return h.setCreateManagedFields(acc, obj, manager, fields)
+	ep.setCreateManagedFields(hubAcc, manager, fields)
+	return hubObj
 }
 
-// setCreateManagedFields gives obj one entry owning fields (FieldsV1 JSON,
-// owned by obj from now on), or none when fields is empty.
-func (h *resourceHandler) setCreateManagedFields(acc metav1.Object, obj runtime.Object, manager string, fields []byte) runtime.Object {
+// setCreateManagedFields gives acc one entry owning fields (FieldsV1 JSON,
+// owned by the object from now on), or none when fields is empty.
+func (ep *endpoint) setCreateManagedFields(acc metav1.Object, manager string, fields []byte) {
 	if len(fields) == 0 {
 		acc.SetManagedFields(nil)
-		return obj
+		return
 	}
 	now := metav1.Now()
 	acc.SetManagedFields([]metav1.ManagedFieldsEntry{{
 		Manager:    manager,
 		Operation:  metav1.ManagedFieldsOperationUpdate,
-		APIVersion: h.gvk.GroupVersion().String(),
+		APIVersion: ep.gvk.GroupVersion().String(),
 		Time:       &now,
 		FieldsType: "FieldsV1",
 		FieldsV1:   &metav1.FieldsV1{Raw: fields},
 	}})
-	return obj
 }
 
-// emptyTyped is the resource's empty object as a typed value, converted
+// emptyTyped is the served kind's empty object as a typed value, converted
 // once.
-func (h *resourceHandler) emptyTyped() (*typed.TypedValue, error) {
-	h.emptyOnce.Do(func() {
-		obj := h.res.New()
-		obj.GetObjectKind().SetGroupVersionKind(h.gvk)
-		h.empty, h.emptyErr = typeConverter.ObjectToTyped(obj, typed.AllowDuplicates)
+func (ep *endpoint) emptyTyped() (*typed.TypedValue, error) {
+	ep.emptyOnce.Do(func() {
+		obj, err := ep.res.Kinds.New(ep.gvk)
+		if err != nil {
+			ep.emptyErr = err
+			return
+		}
+		obj.GetObjectKind().SetGroupVersionKind(ep.gvk)
+		ep.empty, ep.emptyErr = ep.typeConverter.ObjectToTyped(obj, typed.AllowDuplicates)
 	})
-	return h.empty, h.emptyErr
+	return ep.empty, ep.emptyErr
 }

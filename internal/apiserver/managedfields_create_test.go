@@ -3,16 +3,10 @@ package apiserver
 import (
 	"bytes"
 	"encoding/json"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/clock"
-
-	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
 )
 
 // createBodies are create requests of every built-in resource, plain and
@@ -74,52 +68,17 @@ var createBodies = map[string][]string{
 // against apimachinery's field manager on every create body above: the
 // same managedFields entries, field for field, but for the time.
 func TestCreateManagedFieldsMatchFieldManager(t *testing.T) {
-	s := &Server{codecs: newCodecs(), clock: clock.RealClock{}, metrics: newMetrics()}
-	resources := map[string]*registry.Resource{}
-	for _, res := range builtin.Resources() {
-		resources[res.GroupVersion.String()+"/"+res.Name] = res
-	}
-	for key := range resources {
-		if len(createBodies[key]) == 0 {
-			t.Errorf("no create bodies for %s: add some to createBodies", key)
-		}
-	}
 	for name, bodies := range createBodies {
-		res := resources[name]
-		if res == nil {
-			t.Fatalf("no resource %q", name)
-		}
-		h, err := newResourceHandler(s, res, nil, res.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ep := testEndpoint(t, name)
 		for i, body := range bodies {
-			obj := decodeCreate(t, h, body)
-			want := h.mainFM.UpdateNoErrors(h.res.New(), obj.DeepCopyObject(), "tester")
-			got := h.createManagedFields(obj.DeepCopyObject(), "tester")
+			obj, hub := decodeCreate(t, ep, body)
+			want := fieldManagerCreate(t, ep, hub, "tester")
+			got := ep.createManagedFields(obj, hub.DeepCopyObject(), "tester")
 			if g, w := managedFieldsJSON(t, got), managedFieldsJSON(t, want); g != w {
 				t.Errorf("%s #%d: managedFields\n got %s\nwant %s", name, i, g, w)
 			}
 		}
 	}
-}
-
-func decodeCreate(t testing.TB, h *resourceHandler, body string) runtime.Object {
-	t.Helper()
-	r := httptest.NewRequest("POST", "/", strings.NewReader(""))
-	r.Header.Set("Content-Type", "application/json")
-	obj, _, err := h.decodeBody(r, []byte(body), "Strict")
-	if err != nil {
-		t.Fatalf("decode %s: %v", body, err)
-	}
-	ns := ""
-	if h.res.Namespaced {
-		ns = "default"
-	}
-	if err := h.fillCreate(obj, ns); err != nil {
-		t.Fatalf("fill %s: %v", body, err)
-	}
-	return obj
 }
 
 // managedFieldsJSON is obj's managedFields with the times left out.

@@ -5,36 +5,15 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-
-	"k8s.io/utils/clock"
-
-	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
 )
-
-func handlerFor(t testing.TB, key string) *resourceHandler {
-	t.Helper()
-	s := &Server{codecs: newCodecs(), clock: clock.RealClock{}, metrics: newMetrics()}
-	for _, res := range builtin.Resources() {
-		if res.GroupVersion.String()+"/"+res.Name == key {
-			h, err := newResourceHandler(s, res, nil, res.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return h
-		}
-	}
-	t.Fatalf("no resource %s", key)
-	return nil
-}
 
 // checkCreate compares the managed fields of a create of body (remembered
 // or computed) with the field manager's.
-func checkCreate(t *testing.T, h *resourceHandler, body string) {
+func checkCreate(t *testing.T, ep *endpoint, body string) {
 	t.Helper()
-	obj := decodeCreate(t, h, body)
-	want := h.mainFM.UpdateNoErrors(h.res.New(), obj.DeepCopyObject(), "tester")
-	got := h.createManagedFields(obj.DeepCopyObject(), "tester")
+	obj, hub := decodeCreate(t, ep, body)
+	want := fieldManagerCreate(t, ep, hub, "tester")
+	got := ep.createManagedFields(obj, hub.DeepCopyObject(), "tester")
 	if g, w := managedFieldsJSON(t, got), managedFieldsJSON(t, want); g != w {
 		t.Fatalf("body %s\nmanagedFields\n got %s\nwant %s", body, g, w)
 	}
@@ -58,7 +37,7 @@ func TestCreateFieldSetsRemembered(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		h := handlerFor(t, tt.resource)
+		h := testEndpoint(t, tt.resource)
 		for _, body := range tt.bodies {
 			checkCreate(t, h, body)
 		}
@@ -76,7 +55,7 @@ func TestCreateFieldSetsRemembered(t *testing.T) {
 // zero and other values), each create filling in its own name, node name
 // and priority, as creates from one template differ.
 func TestCreateFieldSetsRandomPods(t *testing.T) {
-	h := handlerFor(t, "v1/pods")
+	h := testEndpoint(t, "v1/pods")
 	r := rand.New(rand.NewPCG(3, 4))
 	pick := func(choices ...string) string { return choices[r.IntN(len(choices))] }
 	var templates []string
@@ -142,12 +121,8 @@ func TestCreateFieldSetsRandomPods(t *testing.T) {
 // TestCreateFieldSetsEveryResource runs every create body of every resource
 // twice through one handler: the second time from memory.
 func TestCreateFieldSetsEveryResource(t *testing.T) {
-	resources := map[string]*registry.Resource{}
-	for _, res := range builtin.Resources() {
-		resources[res.GroupVersion.String()+"/"+res.Name] = res
-	}
 	for name, bodies := range createBodies {
-		h := handlerFor(t, name)
+		h := testEndpoint(t, name)
 		for round := 0; round < 2; round++ {
 			for _, body := range bodies {
 				checkCreate(t, h, body)
@@ -157,8 +132,8 @@ func TestCreateFieldSetsEveryResource(t *testing.T) {
 }
 
 func BenchmarkShapeKey(b *testing.B) {
-	h := handlerFor(b, "v1/pods")
-	obj := decodeCreate(b, h, createBodies["v1/pods"][1])
+	h := testEndpoint(b, "v1/pods")
+	obj, _ := decodeCreate(b, h, createBodies["v1/pods"][1])
 	b.ReportAllocs()
 	buf := make([]byte, 0, 4096)
 	for i := 0; i < b.N; i++ {
@@ -171,7 +146,7 @@ func BenchmarkShapeKey(b *testing.B) {
 // TestCreateFieldSetsLargeObjectsNotRemembered: an object whose shape key
 // passes maxShapeKey (map values count in full) is compared every time.
 func TestCreateFieldSetsLargeObjectsNotRemembered(t *testing.T) {
-	h := handlerFor(t, "v1/configmaps")
+	h := testEndpoint(t, "v1/configmaps")
 	body := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"a":"` + strings.Repeat("x", 2*maxShapeKey) + `"}}`
 	for i := 0; i < 2; i++ {
 		checkCreate(t, h, body)

@@ -98,3 +98,11 @@ func (m *metrics) end(rec *recorder, r *http.Request, info requestInfo) {
 func (m *metrics) serve(w http.ResponseWriter, r *http.Request) {
 	m.handler.ServeHTTP(w, r)
 }
+
+// SwitchedProtocols records that the connection was taken over (an
+// upgrade for exec, attach or port-forward) for the request's metrics.
+func (r *recorder) SwitchedProtocols() {
+	if r.code == 0 {
+		r.code = http.StatusSwitchingProtocols
+	}
+}

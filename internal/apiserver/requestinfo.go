@@ -17,6 +17,25 @@ type requestInfo struct {
 	Resource    string
 	Subresource string
 	Name        string
+	// Subpath is what follows the subresource (proxies: pods/x/proxy/a/b
+	// has "a/b").
+	Subpath string
+}
+
+// parts are the path's segments from the resource on, as Kubernetes'
+// RequestInfo lists them.
+func (i requestInfo) parts() []string {
+	parts := []string{i.Resource}
+	if i.Name != "" {
+		parts = append(parts, i.Name)
+	}
+	if i.Subresource != "" {
+		parts = append(parts, i.Subresource)
+	}
+	if i.Subpath != "" {
+		parts = append(parts, strings.Split(i.Subpath, "/")...)
+	}
+	return parts
 }
 
 // parseRequestInfo splits a path such as
@@ -72,8 +91,7 @@ func parseRequestInfo(method, path string, watchParam bool) requestInfo {
 		info.Subresource = parts[2]
 	}
 	if len(parts) > 3 {
-		info.IsResource = false
-		return info
+		info.Subpath = strings.Join(parts[3:], "/")
 	}
 	switch method {
 	case "GET", "HEAD":

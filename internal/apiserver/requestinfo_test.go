@@ -27,7 +27,7 @@ func TestParseRequestInfo(t *testing.T) {
 			want: requestInfo{IsResource: true, Verb: "deletecollection", APIPrefix: "api", Version: "v1", Namespace: "default", Resource: "configmaps"}},
 		{name: "create binding", method: "POST", path: "/api/v1/namespaces/default/pods/web/binding",
 			want: requestInfo{IsResource: true, Verb: "create", APIPrefix: "api", Version: "v1", Namespace: "default", Resource: "pods", Name: "web", Subresource: "binding"}},
-		{name: "too deep", method: "GET", path: "/api/v1/namespaces/default/pods/web/status/extra", want: requestInfo{APIPrefix: "api", Version: "v1", Namespace: "default", Resource: "pods", Name: "web", Subresource: "status"}},
+		{name: "below a subresource", method: "GET", path: "/api/v1/namespaces/default/pods/web/proxy/a/b", want: requestInfo{IsResource: true, Verb: "get", APIPrefix: "api", Version: "v1", Namespace: "default", Resource: "pods", Name: "web", Subresource: "proxy", Subpath: "a/b"}},
 		{name: "empty segment", method: "GET", path: "/api//v1/pods", want: requestInfo{}},
 	}
 	for _, tt := range tests {

@@ -2,23 +2,26 @@ package apiserver
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/storage"
 )
 
 // User is an authenticated caller.
@@ -27,13 +30,18 @@ type User struct {
 	Groups []string
 }
 
-// Config is what the API server is built from. The caller owns the stores.
+// Config is what the API server is built from. The caller owns the
+// resources' stores.
 type Config struct {
-	// Resources are the resources served, in discovery order.
-	Resources []*registry.Resource
-	// Stores holds one Store per stored resource name ("pods", "events"...);
-	// views (Resource.StorageName) share their storage resource's Store.
-	Stores map[string]storage.Store
+	// Resources are the resources served; they may change while the
+	// server runs.
+	Resources *registry.Catalog
+	// Admission runs on every write: its mutating plugins before the
+	// registry's strategy, its validating ones after. Nil admits
+	// everything. SetAdmission sets it after the server is built (the
+	// plugins' informers reach the server through its in-process
+	// transport).
+	Admission admission.Interface
 	// Authenticate returns the caller of a request, or false for an
 	// anonymous one. Anonymous callers reach only health and version paths.
 	Authenticate func(r *http.Request) (User, bool)
@@ -43,13 +51,6 @@ type Config struct {
 	Version version.Info
 	// Clock stamps creation and deletion times; nil means the real clock.
 	Clock clock.PassiveClock
-	// Admit, when set, runs on every create after defaults and before
-	// validation, with the resource's name; it may mutate obj (priority
-	// admission) or refuse it with an API error.
-	Admit func(ctx context.Context, resource string, obj runtime.Object) error
-	// KubeletClientTLS is how the server reaches kubelets (pods/log, exec,
-	// attach, portforward); nil answers those 501.
-	KubeletClientTLS *tls.Config
 	// Ready reports whether the server may answer /readyz with ok (storage
 	// reachable, start-up done); nil means always.
 	Ready func(ctx context.Context) error
@@ -57,65 +58,51 @@ type Config struct {
 
 // Server is the API server's HTTP handler.
 type Server struct {
-	cfg        Config
-	codecs     *codecs
-	clock      clock.PassiveClock
-	handlers   map[schema.GroupVersionResource]*resourceHandler
-	byGroup    map[string][]*registry.Resource // group -> resources, for discovery
-	groupOrder []string
-	namespaces *namespaceCache
-	metrics    *metrics
-	kubelet    *kubeletProxy
-	ready      atomic.Bool
+	cfg    Config
+	codecs *codecs
+	clock  clock.PassiveClock
+	// endpoints holds each served resource's *endpoints, built on first
+	// use.
+	endpoints sync.Map
+	metrics   *metrics
+	ready     atomic.Bool
 }
 
 // New validates the config and builds the server; Run must be called to
-// start its background work (namespace cache).
+// report it ready.
 func New(cfg Config) (*Server, error) {
+	if cfg.Resources == nil {
+		return nil, fmt.Errorf("apiserver: no resources")
+	}
 	s := &Server{
-		cfg:      cfg,
-		codecs:   newCodecs(),
-		clock:    cfg.Clock,
-		handlers: map[schema.GroupVersionResource]*resourceHandler{},
-		byGroup:  map[string][]*registry.Resource{},
-		metrics:  newMetrics(),
+		cfg:     cfg,
+		codecs:  newCodecs(legacyscheme.Codecs),
+		clock:   cfg.Clock,
+		metrics: newMetrics(),
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
-	for _, res := range cfg.Resources {
-		storeName := res.Name
-		if res.StorageName != "" {
-			storeName = res.StorageName
-		}
-		st, ok := cfg.Stores[storeName]
-		if !ok {
-			return nil, fmt.Errorf("apiserver: no store for resource %q", storeName)
-		}
-		h, err := newResourceHandler(s, res, st, storeName)
-		if err != nil {
-			return nil, fmt.Errorf("apiserver: resource %s: %w", res.Name, err)
-		}
-		s.handlers[res.GroupVersionResource()] = h
-		g := res.GroupVersion.Group
-		if _, seen := s.byGroup[g]; !seen {
-			s.groupOrder = append(s.groupOrder, g)
-		}
-		s.byGroup[g] = append(s.byGroup[g], res)
-	}
-	nsStore, ok := cfg.Stores["namespaces"]
-	if !ok {
-		return nil, fmt.Errorf("apiserver: namespaces store is required")
-	}
-	s.namespaces = newNamespaceCache(nsStore)
-	s.kubelet = s.newKubeletProxyFor(cfg.KubeletClientTLS)
 	return s, nil
 }
 
-// Run keeps the server's caches up to date until ctx ends.
+// SetOpenAPI sets the handler of /openapi/...; it must be called before
+// the server takes requests.
+func (s *Server) SetOpenAPI(h http.Handler) {
+	s.cfg.OpenAPI = h
+}
+
+// SetAdmission sets the admission chain; it must be called before the
+// server takes requests other than its own plugins' reads.
+func (s *Server) SetAdmission(a admission.Interface) {
+	s.cfg.Admission = a
+}
+
+// Run reports the server ready and waits until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	s.ready.Store(true)
-	return s.namespaces.run(ctx)
+	<-ctx.Done()
+	return nil
 }
 
 // ServeHTTP routes a request: health, version, discovery, OpenAPI, metrics
@@ -172,12 +159,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, newStatusError(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource"))
 		return
 	}
-	h, ok := s.handlers[schema.GroupVersionResource{Group: info.Group, Version: info.Version, Resource: info.Resource}]
+	res, ok := s.cfg.Resources.Lookup(schema.GroupVersionResource{Group: info.Group, Version: info.Version, Resource: info.Resource})
 	if !ok {
 		s.writeError(w, r, newStatusError(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource"))
 		return
 	}
-	h.serve(w, r, info)
+	s.serveResource(w, r, res, info)
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
@@ -203,7 +190,15 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 
 type userKey struct{}
 
+// withUser carries the caller in ctx, for skiff and, as a user.Info in
+// the groups kube-apiserver's authentication gives (system:authenticated
+// added), for upstream's registry and admission.
 func withUser(ctx context.Context, u User) context.Context {
+	groups := u.Groups
+	if !slices.Contains(groups, user.AllAuthenticated) {
+		groups = append(slices.Clip(groups), user.AllAuthenticated)
+	}
+	ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: u.Name, Groups: groups})
 	return context.WithValue(ctx, userKey{}, u)
 }
 

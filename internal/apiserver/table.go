@@ -1,19 +1,18 @@
 package apiserver
 
 import (
+	"context"
+	"fmt"
 	"net/http"
-	"time"
+	"reflect"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/rest"
 )
-
-var defaultTableColumns = []metav1.TableColumnDefinition{
-	{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
-	{Name: "Age", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
-}
 
 func tableOptions(r *http.Request) (*metav1.TableOptions, error) {
 	opts := &metav1.TableOptions{IncludeObject: metav1.IncludeObjectPolicy(r.URL.Query().Get("includeObject"))}
@@ -22,63 +21,130 @@ func tableOptions(r *http.Request) (*metav1.TableOptions, error) {
 		opts.IncludeObject = metav1.IncludeMetadata
 	case metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject:
 	default:
-		return nil, badRequest("includeObject must be one of None, Metadata, Object")
+		return nil, badRequest("unrecognized includeObject value: \"" + string(opts.IncludeObject) + "\"")
 	}
 	return opts, nil
 }
 
-// toTable renders objects as a server-side Table with the resource's
-// columns; noHeaders leaves out the column definitions (watch events after
-// the first).
-func (h *resourceHandler) toTable(objs []runtime.Object, opts *metav1.TableOptions, noHeaders bool) (*metav1.Table, error) {
-	table := &metav1.Table{Rows: make([]metav1.TableRow, 0, len(objs))}
-	table.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("Table"))
-	if !noHeaders && !opts.NoHeaders {
-		table.ColumnDefinitions = h.res.TableColumns
-		if h.res.TableRow == nil {
-			table.ColumnDefinitions = defaultTableColumns
-		}
+// tableConvertor is the endpoint's: REST's own (upstream's printers for
+// built-in kinds, additionalPrinterColumns for custom ones), or NAME and
+// AGE.
+func (ep *endpoint) tableConvertor() rest.TableConvertor {
+	if tc, ok := ep.rest.(rest.TableConvertor); ok {
+		return tc
 	}
-	for _, obj := range objs {
-		var cells []interface{}
-		if h.res.TableRow != nil {
-			c, err := h.res.TableRow(obj)
-			if err != nil {
-				return nil, err
-			}
-			cells = c
-		} else {
-			m, err := meta.Accessor(obj)
-			if err != nil {
-				return nil, err
-			}
-			cells = []interface{}{m.GetName(), translateTimestampSince(m.GetCreationTimestamp())}
+	return rest.NewDefaultTableConvertor(ep.gr)
+}
+
+// toTable renders objects (stored or served ones) as a Table with the
+// resource's columns. asList renders them as a list (a list request or a
+// watch), else as one object.
+func (ep *endpoint) toTable(ctx context.Context, objs []runtime.Object, opts *metav1.TableOptions, asList bool) (*metav1.Table, error) {
+	internal := make([]runtime.Object, 0, len(objs))
+	for _, o := range objs {
+		in, err := ep.toInternal(o)
+		if err != nil {
+			return nil, err
 		}
-		row := metav1.TableRow{Cells: cells}
-		if h.res.TableRowConditions != nil {
-			row.Conditions = h.res.TableRowConditions(obj)
+		internal = append(internal, in)
+	}
+	var subject runtime.Object
+	if asList {
+		lister, ok := ep.res.REST.(rest.Lister)
+		if !ok {
+			return nil, apierrors.NewMethodNotSupported(ep.gr, "list")
+		}
+		list := lister.NewList()
+		if err := meta.SetList(list, internal); err != nil {
+			return nil, err
+		}
+		subject = list
+	} else {
+		if len(internal) != 1 {
+			return nil, apierrors.NewInternalError(fmt.Errorf("a table of one object got %d", len(internal)))
+		}
+		subject = internal[0]
+	}
+	return ep.tableOf(ctx, subject, opts)
+}
+
+// tableOf converts an object or list of REST's version to a Table.
+func (ep *endpoint) tableOf(ctx context.Context, subject runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
+	table, err := ep.tableConvertor().ConvertToTable(ctx, subject, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range table.Rows {
+		row := &table.Rows[i]
+		if row.Object.Object == nil {
+			continue
 		}
 		switch opts.IncludeObject {
-		case metav1.IncludeMetadata:
-			row.Object.Object = partialMetadata(obj)
 		case metav1.IncludeObject:
-			o := obj.DeepCopyObject()
-			h.setTypeMeta(o)
-			row.Object.Object = o
+			served, err := ep.served(row.Object.Object)
+			if err != nil {
+				return nil, err
+			}
+			row.Object.Object = ep.typedForEncoding(served)
+		case metav1.IncludeNone:
+			row.Object.Object = nil
+		default:
+			row.Object.Object = partialMetadata(row.Object.Object)
 		}
-		table.Rows = append(table.Rows, row)
 	}
-	if len(objs) == 1 {
-		if m, err := meta.Accessor(objs[0]); err == nil {
-			table.ResourceVersion = m.GetResourceVersion()
-		}
+	if opts.NoHeaders {
+		table.ColumnDefinitions = nil
 	}
+	table.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("Table"))
 	return table, nil
 }
 
-func translateTimestampSince(ts metav1.Time) string {
-	if ts.IsZero() {
-		return "<unknown>"
+// toInternal converts a stored or served object to REST's version; the
+// result may share memory with obj and is only read.
+func (ep *endpoint) toInternal(obj runtime.Object) (runtime.Object, error) {
+	kinds, _, err := ep.res.Kinds.ObjectKinds(obj)
+	if err == nil && len(kinds) > 0 && kinds[0].GroupVersion() == ep.res.InternalVersion {
+		return obj, nil
 	}
-	return duration.HumanDuration(time.Since(ts.Time))
+	if ep.res.Stored != nil && reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) {
+		return ep.res.Kinds.ConvertToVersion(obj, ep.res.InternalVersion)
+	}
+	return obj, nil
+}
+
+// typedForEncoding returns obj, which may be shared (the watch cache's),
+// with the served apiVersion and kind set, to be encoded: a shallow copy
+// of the struct, which encoders only read, instead of a deep copy of the
+// whole object. Objects that are not structs (unstructured ones) are
+// copied deeply.
+func (ep *endpoint) typedForEncoding(obj runtime.Object) runtime.Object {
+	gvk := ep.gvk
+	if kinds, _, err := ep.res.Kinds.ObjectKinds(obj); err == nil && len(kinds) > 0 && !containsKind(kinds, ep.gvk) {
+		gvk = kinds[0]
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct || isUnstructured(obj) {
+		obj = obj.DeepCopyObject()
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
+		return obj
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	out := c.Interface().(runtime.Object)
+	out.GetObjectKind().SetGroupVersionKind(gvk)
+	return out
+}
+
+func containsKind(kinds []schema.GroupVersionKind, k schema.GroupVersionKind) bool {
+	for _, x := range kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func isUnstructured(obj runtime.Object) bool {
+	_, ok := obj.(runtime.Unstructured)
+	return ok
 }

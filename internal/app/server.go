@@ -19,28 +19,22 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/hugepages"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/scheduler"
-	"github.com/skiff-sh/skiff/internal/scheduler/priority"
-	"github.com/skiff-sh/skiff/internal/storage"
 	"github.com/skiff-sh/skiff/internal/storage/etcd3"
 )
 
@@ -130,29 +124,22 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	defer client.Close()
 
-	resources := builtin.Resources()
-	stores, compacted, closeStores, err := newStores(client, resources)
+	tlsConfig, err := keys.ServingTLSConfig()
 	if err != nil {
 		return err
 	}
-	defer closeStores()
+	addr := net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.SecurePort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	serverURL := "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 
-	kubeletTLS, err := pki.KubeletClientTLSConfig(cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	openAPI, err := openapi.New(resources)
-	if err != nil {
-		return fmt.Errorf("openapi: %w", err)
-	}
+	catalog := registry.NewCatalog()
 	api, err := apiserver.New(apiserver.Config{
-		OpenAPI:          openAPI,
-		Admit:            admission(stores),
-		KubeletClientTLS: kubeletTLS,
-		Resources:        resources,
-		Stores:           stores,
-		Authenticate:     authenticateClientCert,
-		Version:          Version(),
+		Resources:    catalog,
+		Authenticate: authenticateClientCert,
+		Version:      Version(),
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -163,23 +150,34 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return err
 	}
-
-	tlsConfig, err := keys.ServingTLSConfig()
+	inProcess := func(user string, groups ...string) *rest.Config {
+		return &rest.Config{Host: serverURL, Transport: api.InProcessTransport(apiserver.User{Name: user, Groups: groups})}
+	}
+	stores := newStoreSet(client)
+	defer stores.close()
+	bi, err := newBuiltin(cfg.DataDir, stores, catalog, inProcess("system:apiserver", "system:masters"))
 	if err != nil {
 		return err
 	}
-	addr := net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.SecurePort))
-	ln, err := net.Listen("tcp", addr)
+	catalog.Order(bi.GroupOrder...)
+	catalog.Add(bi.Resources...)
+	openAPI, err := openapi.New(catalog.All())
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return fmt.Errorf("openapi: %w", err)
 	}
+	api.SetOpenAPI(openAPI)
+	admit, err := newAdmissionChain(ctx, inProcess("system:apiserver", "system:masters"), authorizerfactory.NewAlwaysAllowAuthorizer())
+	if err != nil {
+		return err
+	}
+	api.SetAdmission(admit.Interface)
+
 	srv := &http.Server{
 		Handler:           api,
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
 	}
-	serverURL := "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	kubeconfigPath, err := keys.WriteAdminKubeconfig(serverURL)
 	if err != nil {
 		return err
@@ -187,6 +185,14 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return api.Run(gctx) })
+	g.Go(func() error {
+		bi.Run(gctx)
+		return nil
+	})
+	g.Go(func() error {
+		admit.run(gctx)
+		return nil
+	})
 	if !cfg.NoHugePages {
 		g.Go(func() error {
 			// The heap grows by hundreds of megabytes under bursts of
@@ -214,7 +220,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	})
 	g.Go(func() error {
 		// 0 takes etcd3.DefaultCompactionInterval (5 minutes, as kube-apiserver).
-		etcd3.RunCompactor(gctx, client, cfg.CompactInterval, compacted...)
+		etcd3.RunCompactor(gctx, client, cfg.CompactInterval, stores.compacted)
 		return nil
 	})
 	if embedded != nil {
@@ -226,9 +232,6 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 				return nil
 			}
 		})
-	}
-	inProcess := func(user string) *rest.Config {
-		return &rest.Config{Host: serverURL, Transport: api.InProcessTransport(apiserver.User{Name: user})}
 	}
 	g.Go(func() error {
 		rc, err := keys.AdminRESTConfig(serverURL)
@@ -261,7 +264,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			fmt.Fprintf(os.Stderr, "\nskiff server is running at %s\n  kubeconfig: %s\n  try:        skiff kubectl get namespaces   (or: KUBECONFIG=%s kubectl get pods)\n\n", serverURL, kubeconfigPath, kubeconfigPath)
 		}
 		if cfg.OnReady != nil {
-			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: inProcess})
+			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: func(user string) *rest.Config { return inProcess(user) }})
 		}
 		return nil
 	})
@@ -323,64 +326,6 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 	}
 	g.Go(func() error { return sched.Run(ctx) })
 	return nil
-}
-
-// admission is the server's admission on create: priority resolution for
-// pods, one global default among priority classes.
-func admission(stores map[string]storage.Store) func(ctx context.Context, resource string, obj runtime.Object) error {
-	classes := func(ctx context.Context) ([]*schedulingv1.PriorityClass, error) {
-		res, err := stores["priorityclasses"].List(ctx, "/registry/priorityclasses/", storage.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return nil, err
-		}
-		out := make([]*schedulingv1.PriorityClass, 0, len(res.Items))
-		for _, it := range res.Items {
-			out = append(out, it.(*schedulingv1.PriorityClass))
-		}
-		return out, nil
-	}
-	return func(ctx context.Context, resource string, obj runtime.Object) error {
-		switch resource {
-		case "pods":
-			cs, err := classes(ctx)
-			if err != nil {
-				return err
-			}
-			return priority.AdmitPodCreate(obj.(*corev1.Pod), cs)
-		case "priorityclasses":
-			cs, err := classes(ctx)
-			if err != nil {
-				return err
-			}
-			return priority.AdmitClass(obj.(*schedulingv1.PriorityClass), nil, cs)
-		}
-		return nil
-	}
-}
-
-// newStores builds one etcd-backed Store per stored resource.
-// It also returns each store's compaction listener, and a func closing them.
-func newStores(client *clientv3.Client, resources []*registry.Resource) (map[string]storage.Store, []func(rev int64), func(), error) {
-	stores := map[string]storage.Store{}
-	var closers []func()
-	var compacted []func(rev int64)
-	for _, res := range resources {
-		if res.StorageName != "" {
-			continue
-		}
-		gv := res.GroupVersion
-		ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-		codec := scheme.Codecs.CodecForVersions(ser, ser, schema.GroupVersions{gv}, schema.GroupVersions{gv})
-		st := etcd3.New(client, codec, res.New, res.NewList, res.GroupVersionResource().GroupResource(), "/registry/"+res.Name+"/")
-		stores[res.Name] = st
-		closers = append(closers, st.Close)
-		compacted = append(compacted, st.Compacted)
-	}
-	return stores, compacted, func() {
-		for _, c := range closers {
-			c()
-		}
-	}, nil
 }
 
 // systemPriorityClasses are the priority classes Kubernetes creates at

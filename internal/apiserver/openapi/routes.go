@@ -224,8 +224,10 @@ func resourceRoutes(r *registry.Resource, q *queryParams) []common.Route {
 	gv := r.GroupVersion
 	kind := r.Kind
 	gvk := metav1.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: kind}
-	obj := r.New()
-	list := r.NewList()
+	obj, list, err := samples(r)
+	if err != nil {
+		return nil
+	}
 	group := "Core"
 	tag := "core"
 	if gv.Group != "" {
@@ -303,33 +305,48 @@ func resourceRoutes(r *registry.Resource, q *queryParams) []common.Route {
 	var routes []*route
 
 	// The collection.
-	rt := mk(http.MethodGet, collection, "list", "list", scoped, "list or watch objects of kind "+kind)
-	rt.params, rt.produces, rt.responses = with(params, q.list), producesList, ok(list)
-	routes = append(routes, rt)
-	rt = mk(http.MethodPost, collection, "create", "post", scoped, "create "+article(kind)+" "+kind)
-	rt.params, rt.consumes, rt.body = with(params, q.create, body(true)), consumesAny, obj
-	rt.responses = written(obj, http.StatusCreated, http.StatusAccepted)
-	routes = append(routes, rt)
-	rt = mk(http.MethodDelete, collection, "delete", "deletecollection", "Collection"+scoped, "delete collection of "+kind)
-	rt.params, rt.consumes, rt.body, rt.responses = with(params, q.delete, q.list, body(false)), consumesAny, deleteOptions, ok(status)
-	routes = append(routes, rt)
+	var rt *route
+	if r.Allows("list") {
+		rt = mk(http.MethodGet, collection, "list", "list", scoped, "list or watch objects of kind "+kind)
+		rt.params, rt.produces, rt.responses = with(params, q.list), producesList, ok(list)
+		routes = append(routes, rt)
+	}
+	if r.Allows("create") {
+		rt = mk(http.MethodPost, collection, "create", "post", scoped, "create "+article(kind)+" "+kind)
+		rt.params, rt.consumes, rt.body = with(params, q.create, body(true)), consumesAny, obj
+		rt.responses = written(obj, http.StatusCreated, http.StatusAccepted)
+		routes = append(routes, rt)
+	}
+	if r.Allows("deletecollection") {
+		rt = mk(http.MethodDelete, collection, "delete", "deletecollection", "Collection"+scoped, "delete collection of "+kind)
+		rt.params, rt.consumes, rt.body, rt.responses = with(params, q.delete, q.list, body(false)), consumesAny, deleteOptions, ok(status)
+		routes = append(routes, rt)
+	}
 
 	// One item.
-	rt = mk(http.MethodGet, item, "read", "get", scoped, "read the specified "+kind)
-	rt.params, rt.responses = itemParams, ok(obj)
-	routes = append(routes, rt)
-	rt = mk(http.MethodPut, item, "replace", "put", scoped, "replace the specified "+kind)
-	rt.params, rt.consumes, rt.body, rt.responses = with(itemParams, q.update, body(true)), consumesAny, obj, written(obj, http.StatusCreated)
-	routes = append(routes, rt)
-	rt = mk(http.MethodPatch, item, "patch", "patch", scoped, "partially update the specified "+kind)
-	rt.params, rt.consumes, rt.body, rt.responses = with(itemParams, q.patch, body(true)), consumesPatch, patch, written(obj, http.StatusCreated)
-	routes = append(routes, rt)
-	rt = mk(http.MethodDelete, item, "delete", "delete", scoped, "delete "+article(kind)+" "+kind)
-	rt.params, rt.consumes, rt.body, rt.responses = with(itemParams, q.delete, body(false)), consumesAny, deleteOptions, written(status, http.StatusAccepted)
-	routes = append(routes, rt)
+	if r.Allows("get") {
+		rt = mk(http.MethodGet, item, "read", "get", scoped, "read the specified "+kind)
+		rt.params, rt.responses = itemParams, ok(obj)
+		routes = append(routes, rt)
+	}
+	if r.Allows("update") {
+		rt = mk(http.MethodPut, item, "replace", "put", scoped, "replace the specified "+kind)
+		rt.params, rt.consumes, rt.body, rt.responses = with(itemParams, q.update, body(true)), consumesAny, obj, written(obj, http.StatusCreated)
+		routes = append(routes, rt)
+	}
+	if r.Allows("patch") {
+		rt = mk(http.MethodPatch, item, "patch", "patch", scoped, "partially update the specified "+kind)
+		rt.params, rt.consumes, rt.body, rt.responses = with(itemParams, q.patch, body(true)), consumesPatch, patch, written(obj, http.StatusCreated)
+		routes = append(routes, rt)
+	}
+	if r.Allows("delete") {
+		rt = mk(http.MethodDelete, item, "delete", "delete", scoped, "delete "+article(kind)+" "+kind)
+		rt.params, rt.consumes, rt.body, rt.responses = with(itemParams, q.delete, body(false)), consumesAny, deleteOptions, written(status, http.StatusAccepted)
+		routes = append(routes, rt)
+	}
 
 	// The status subresource: same kind, so kubectl finds it by GVK too.
-	if r.HasStatus {
+	if sub := r.Subresources["status"]; sub != nil && sub.Kind == r.GroupVersionKind() {
 		statusPath := item + "/status"
 		rt = mk(http.MethodGet, statusPath, "read", "get", scoped+"Status", "read status of the specified "+kind)
 		rt.params, rt.responses = itemParams, ok(obj)
@@ -342,6 +359,13 @@ func resourceRoutes(r *registry.Resource, q *queryParams) []common.Route {
 		routes = append(routes, rt)
 	}
 
+	if !r.Allows("watch") || !r.Allows("list") {
+		out := make([]common.Route, len(routes))
+		for i, rt := range routes {
+			out[i] = rt
+		}
+		return out
+	}
 	// The deprecated /watch paths.
 	rt = mk(http.MethodGet, watchCollection, "watch", "watchlist", scoped+"List",
 		"watch individual changes to a list of "+kind+". deprecated: use the 'watch' parameter with a list operation instead.")

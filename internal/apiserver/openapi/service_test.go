@@ -11,12 +11,8 @@ import (
 
 	openapi_v2 "github.com/google/gnostic-models/openapiv2"
 	"google.golang.org/protobuf/proto"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -28,6 +24,7 @@ import (
 	kubectlopenapi "k8s.io/kubectl/pkg/util/openapi"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin/builtintest"
 )
 
 const protobufV2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
@@ -38,28 +35,11 @@ var (
 	leaseGVK     = schema.GroupVersionKind{Group: "coordination.k8s.io", Version: "v1", Kind: "Lease"}
 )
 
-// newResource is a fixture builder for the fields this package reads.
-func newResource(gvk schema.GroupVersionKind, name string, namespaced, hasStatus bool, newObj, newList func() runtime.Object) *registry.Resource {
-	return &registry.Resource{
-		GroupVersion: gvk.GroupVersion(),
-		Kind:         gvk.Kind,
-		ListKind:     gvk.Kind + "List",
-		Name:         name,
-		Namespaced:   namespaced,
-		HasStatus:    hasStatus,
-		New:          newObj,
-		NewList:      newList,
-	}
-}
-
-func testResources() []*registry.Resource {
+func testResources(t testing.TB) []*registry.Resource {
 	return []*registry.Resource{
-		newResource(podGVK, "pods", true, true,
-			func() runtime.Object { return &corev1.Pod{} }, func() runtime.Object { return &corev1.PodList{} }),
-		newResource(namespaceGVK, "namespaces", false, true,
-			func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} }),
-		newResource(leaseGVK, "leases", true, false,
-			func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} }),
+		builtintest.Find(t, "v1/pods"),
+		builtintest.Find(t, "v1/namespaces"),
+		builtintest.Find(t, "coordination.k8s.io/v1/leases"),
 	}
 }
 
@@ -67,7 +47,7 @@ func testResources() []*registry.Resource {
 // server mounts it on.
 func newServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	s, err := New(testResources())
+	s, err := New(testResources(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -519,53 +499,21 @@ func TestExplain(t *testing.T) {
 
 // TestModelsTypeConverter builds the managedfields TypeConverter the API
 // server's field manager needs from Models.
-func TestModelsTypeConverter(t *testing.T) {
-	models, err := Models(testResources())
-	if err != nil {
-		t.Fatalf("Models: %v", err)
-	}
-	tc, err := managedfields.NewTypeConverter(models, false)
-	if err != nil {
-		t.Fatalf("NewTypeConverter: %v", err)
-	}
-	pod := &corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
-	}
-	if _, err := tc.ObjectToTyped(pod); err != nil {
-		t.Errorf("ObjectToTyped(pod): %v", err)
-	}
-	lease := &coordinationv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}}
-	if _, err := tc.ObjectToTyped(lease); err != nil {
-		t.Errorf("ObjectToTyped(lease): %v", err)
-	}
-}
-
 func TestNewRejects(t *testing.T) {
-	pods := func() *registry.Resource { return testResources()[0] }
+	pods := func() *registry.Resource { c := *testResources(t)[0]; return &c }
 	for _, tc := range []struct {
 		name    string
 		mutate  func(r *registry.Resource) []*registry.Resource
 		wantErr string
 	}{
-		{"no New", func(r *registry.Resource) []*registry.Resource { r.New = nil; return []*registry.Resource{r} }, "New and NewList"},
-		{"no ListKind", func(r *registry.Resource) []*registry.Resource { r.ListKind = ""; return []*registry.Resource{r} }, "want a kind"},
-		{"kind served as two types", func(r *registry.Resource) []*registry.Resource {
-			other := pods()
-			other.Name = "pods2"
-			other.New = func() runtime.Object { return &corev1.Node{} }
-			return []*registry.Resource{r, other}
-		}, "served as both"},
-		{"type without definition", func(r *registry.Resource) []*registry.Resource {
-			r.New = func() runtime.Object { return &undocumented{} }
+		{"kind unknown to its scheme", func(r *registry.Resource) []*registry.Resource {
 			r.Kind = "Undocumented"
 			return []*registry.Resource{r}
-		}, "cannot find model definition"},
-		{"model name promoted from TypeMeta", func(r *registry.Resource) []*registry.Resource {
-			r.New = func() runtime.Object { return &promoted{} }
+		}, "no kind"},
+		{"list kind unknown to its scheme", func(r *registry.Resource) []*registry.Resource {
+			r.ListKind = "Nothing"
 			return []*registry.Resource{r}
-		}, "not its own"},
+		}, "no kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.mutate(pods()))
@@ -576,20 +524,9 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-// undocumented is a kind without a generated definition.
-type undocumented struct{ Field string }
-
-func (u *undocumented) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-func (u *undocumented) DeepCopyObject() runtime.Object   { c := *u; return &c }
-
-// promoted embeds TypeMeta, and with it TypeMeta's OpenAPIModelName.
-type promoted struct{ metav1.TypeMeta }
-
-func (p *promoted) DeepCopyObject() runtime.Object { c := *p; return &c }
-
 // BenchmarkNew measures what the API server pays at start-up.
 func BenchmarkNew(b *testing.B) {
-	resources := testResources()
+	resources := testResources(b)
 	for i := 0; i < b.N; i++ {
 		if _, err := New(resources); err != nil {
 			b.Fatal(err)

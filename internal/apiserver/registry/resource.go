@@ -1,95 +1,243 @@
-// Package registry describes the REST resources the API server serves: their
-// names, types, strategies (defaults, validation) and table columns. Each
-// resource lives in a package of its own below this one and contributes one
-// Resource value; the API server's handlers are generic over Resource.
+// Package registry describes what the API server serves. A Resource is one
+// resource at one group version: its names, how its objects are made,
+// defaulted and converted (Kinds), the rules that write them (REST:
+// upstream's registry, with its strategies for prepare, validate and
+// canonicalize, its table convertor and hooks), where they are stored for
+// direct reads, and its subresources. Built-in resources (registry/builtin)
+// and custom resources are two ways of building Resources; the handlers,
+// discovery, OpenAPI and admission read them and name none.
 package registry
 
 import (
+	"context"
+	"net/http"
+	"sort"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/skiff-sh/skiff/internal/storage"
 )
 
-// Resource is everything the generic handlers need to know about one
-// resource. Function fields may be nil, meaning "nothing to do" (no defaults,
-// no extra validation beyond object metadata, no extra field selectors).
-type Resource struct {
-	// GroupVersion is the API group and version; Group is "" for core/v1.
-	GroupVersion schema.GroupVersion
-	// Kind and ListKind, e.g. "Pod" and "PodList".
-	Kind, ListKind string
-	// Name is the plural resource name used in URLs, e.g. "pods".
-	Name string
-	// SingularName, e.g. "pod".
-	SingularName string
-	ShortNames   []string
-	Categories   []string
-	Namespaced   bool
-	// HasStatus serves the status subresource: updates through it change
-	// only .status, updates through the main resource leave .status alone.
-	HasStatus bool
-
-	// TTLSeconds > 0 removes objects that long after their last write
-	// (events: one hour).
-	TTLSeconds int64
-	// StorageName is the resource whose storage this one is a view of
-	// (events.k8s.io/v1 events are stored as core/v1 events); "" means Name.
-	// A view needs ToStorage and FromStorage.
-	StorageName string
-	ToStorage   func(obj runtime.Object) (runtime.Object, error)
-	FromStorage func(obj runtime.Object) (runtime.Object, error)
-	// GracefulDeleteSeconds, when set, decides the grace period of a delete:
-	// it returns the seconds to wait (0: delete now) given the stored object
-	// and the grace period the request asked for (nil: none asked).
-	GracefulDeleteSeconds func(obj runtime.Object, requested *int64) int64
-	// ReturnDeletedObject answers a delete with the object rather than a
-	// Status (pods and namespaces, as in Kubernetes).
-	ReturnDeletedObject bool
-
-	// New returns an empty object of the resource's type, NewList an empty list.
-	New     func() runtime.Object
-	NewList func() runtime.Object
-
-	// PrepareForCreate clears what a user may not set at create (status for
-	// resources with HasStatus) and applies defaults. Called before Validate.
-	PrepareForCreate func(obj runtime.Object)
-	// Validate checks a new object; object metadata is validated by the
-	// caller. A non-empty list is answered 422 Invalid.
-	Validate func(obj runtime.Object) field.ErrorList
-	// PrepareForUpdate copies over from old what an update of the main
-	// resource may not change (status when HasStatus), and applies defaults.
-	PrepareForUpdate func(obj, old runtime.Object)
-	// ValidateUpdate checks an update of the main resource (immutability).
-	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
-	// PrepareForStatusUpdate copies over from old everything but status.
-	PrepareForStatusUpdate func(obj, old runtime.Object)
-	// ValidateStatusUpdate checks an update through the status subresource.
-	ValidateStatusUpdate func(obj, old runtime.Object) field.ErrorList
-
-	// FieldSet returns the fields a field selector may match for this
-	// resource, beyond metadata.name and metadata.namespace which the caller
-	// always adds.
-	FieldSet func(obj runtime.Object) fields.Set
-
-	// TableColumns are the server-side table's columns (priority 1 columns
-	// are shown by kubectl only with -o wide). TableRow returns one row's
-	// cells, one per column, for an object of this resource. When nil the
-	// server answers with NAME and AGE only.
-	TableColumns []metav1.TableColumnDefinition
-	TableRow     func(obj runtime.Object) ([]interface{}, error)
-	// TableRowConditions, when set, gives a row's conditions (a finished
-	// pod's row is marked Completed).
-	TableRowConditions func(obj runtime.Object) []metav1.TableRowCondition
+// Kinds makes, defaults, types and converts a resource's objects: a
+// runtime.Scheme for built-in types.
+type Kinds interface {
+	runtime.ObjectCreater
+	runtime.ObjectConvertor
+	runtime.ObjectDefaulter
+	runtime.ObjectTyper
 }
 
-// GroupVersionKind returns the resource's kind with its group and version.
+// Resource is one resource served at one group version.
+type Resource struct {
+	// GroupVersion is where it is served; Group is "" for core/v1.
+	GroupVersion schema.GroupVersion
+	// Name is the plural used in URLs ("pods"), SingularName its singular.
+	Name, SingularName string
+	// Kind is the kind served at GroupVersion ("Pod"), ListKind its
+	// list's ("PodList").
+	Kind, ListKind string
+	ShortNames     []string
+	Categories     []string
+	Namespaced     bool
+
+	// REST serves the verbs: upstream's registry storage, implementing
+	// the rest interfaces (Creater, Updater, GracefulDeleter, Getter,
+	// Lister, ...) of the verbs it allows.
+	REST rest.Storage
+	// InternalVersion is the version of REST's objects: the group's
+	// internal version for built-in types.
+	InternalVersion schema.GroupVersion
+	// Kinds converts between the served version and InternalVersion.
+	Kinds Kinds
+	// Serializers decode request bodies and encode responses.
+	Serializers runtime.NegotiatedSerializer
+	// TypeConverter gives the structure of the served kind (managed
+	// fields, server-side apply).
+	TypeConverter managedfields.TypeConverter
+
+	// Stored, when set, is where the objects are kept: get, list and watch
+	// read it directly instead of going through REST.
+	Stored *Stored
+	// Subresources by name, served below each object.
+	Subresources map[string]*Subresource
+}
+
+// Stored is a resource's storage as the API server reads it.
+type Stored struct {
+	Store storage.Store
+	// Prefix is the key prefix of the resource's objects, ending in "/"
+	// ("/registry/pods/").
+	Prefix string
+	// Version is the version objects are kept in.
+	Version schema.GroupVersion
+	// Fields returns a stored object's selectable fields (field
+	// selectors); metadata.name and metadata.namespace included.
+	Fields func(stored runtime.Object) (fields.Set, error)
+}
+
+// Key is the storage key of one object.
+func (s *Stored) Key(namespaced bool, namespace, name string) string {
+	if namespaced {
+		return s.Prefix + namespace + "/" + name
+	}
+	return s.Prefix + name
+}
+
+// CollectionPrefix is the key prefix of a list in namespace ("" for all
+// namespaces).
+func (s *Stored) CollectionPrefix(namespaced bool, namespace string) string {
+	if namespaced && namespace != "" {
+		return s.Prefix + namespace + "/"
+	}
+	return s.Prefix
+}
+
+// Subresource is served below an object: /<resource>/<name>/<subresource>.
+type Subresource struct {
+	Name string
+	// REST serves it (Getter, Updater, Creater, Connecter...), unless
+	// Connect is set.
+	REST rest.Storage
+	// Kind is the kind of the objects it takes and returns ("Scale" in
+	// autoscaling/v1 for scale).
+	Kind schema.GroupVersionKind
+	// Connect, when set, serves the subresource as a stream (logs, exec,
+	// attach, port-forward) in place of REST; REST then only describes it.
+	Connect Connecter
+	// TypeConverter gives Kind's structure, when it differs from the
+	// resource's.
+	TypeConverter managedfields.TypeConverter
+}
+
+// Connecter serves a stream subresource of one object.
+type Connecter interface {
+	// Connect answers the request for the object namespace/name; an error
+	// returned before anything was written is answered as a Status.
+	Connect(w http.ResponseWriter, r *http.Request, namespace, name string) error
+}
+
+// GroupVersionKind is the resource's served kind.
 func (r *Resource) GroupVersionKind() schema.GroupVersionKind {
 	return r.GroupVersion.WithKind(r.Kind)
 }
 
-// GroupVersionResource returns the resource's group, version and plural name.
+// GroupVersionResource is the resource's group, version and plural name.
 func (r *Resource) GroupVersionResource() schema.GroupVersionResource {
 	return r.GroupVersion.WithResource(r.Name)
+}
+
+// GroupResource is the resource's group and plural name.
+func (r *Resource) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}
+}
+
+// InternalKind is the kind of REST's objects.
+func (r *Resource) InternalKind() schema.GroupVersionKind {
+	return r.InternalVersion.WithKind(r.Kind)
+}
+
+// Verbs are the verbs REST serves, in Kubernetes' discovery order.
+func (r *Resource) Verbs() metav1.Verbs {
+	return verbsOf(r.REST, false)
+}
+
+// Allows reports whether REST serves verb.
+func (r *Resource) Allows(verb string) bool {
+	for _, v := range r.Verbs() {
+		if v == verb {
+			return true
+		}
+	}
+	return false
+}
+
+// SubresourceNames returns the names of the subresources, sorted.
+func (r *Resource) SubresourceNames() []string {
+	names := make([]string, 0, len(r.Subresources))
+	for n := range r.Subresources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Verbs are the verbs a subresource serves.
+func (s *Subresource) Verbs() metav1.Verbs {
+	return verbsOf(s.REST, true)
+}
+
+// verbsOf derives the verbs of a REST storage from the interfaces it
+// implements, as kube-apiserver's installer does, sorted.
+func verbsOf(st rest.Storage, subresource bool) metav1.Verbs {
+	set := map[string]bool{}
+	if _, ok := st.(rest.NamedCreater); ok {
+		set["create"] = true
+	}
+	if _, ok := st.(rest.Creater); ok && !subresource {
+		set["create"] = true
+	}
+	if _, ok := st.(rest.GracefulDeleter); ok {
+		set["delete"] = true
+	}
+	if _, ok := st.(rest.CollectionDeleter); ok && !subresource {
+		set["deletecollection"] = true
+	}
+	_, getter := st.(rest.Getter)
+	_, getterWithOptions := st.(rest.GetterWithOptions)
+	if getter || getterWithOptions {
+		set["get"] = true
+	}
+	if _, ok := st.(rest.Lister); ok && !subresource {
+		set["list"] = true
+	}
+	if _, ok := st.(rest.Patcher); ok {
+		set["patch"] = true
+	}
+	if _, ok := st.(rest.Updater); ok {
+		set["update"] = true
+	}
+	if _, ok := st.(rest.Watcher); ok {
+		set["watch"] = true
+	}
+	if c, ok := st.(rest.Connecter); ok {
+		for _, m := range c.ConnectMethods() {
+			if v := connectVerbs[m]; v != "" {
+				set[v] = true
+			}
+		}
+	}
+	verbs := make(metav1.Verbs, 0, len(set))
+	for v := range set {
+		verbs = append(verbs, v)
+	}
+	sort.Strings(verbs)
+	return verbs
+}
+
+// connectVerbs maps the HTTP methods a Connecter takes to discovery verbs;
+// others are not listed.
+var connectVerbs = map[string]string{
+	http.MethodGet: "get", http.MethodPost: "create", http.MethodPut: "update",
+	http.MethodPatch: "patch", http.MethodDelete: "delete",
+}
+
+// ctxKey keys the registry's values in a request context.
+type ctxKey int
+
+const resourceKey ctxKey = iota
+
+// WithResource returns ctx carrying the resource a request is served by.
+func WithResource(ctx context.Context, r *Resource) context.Context {
+	return context.WithValue(ctx, resourceKey, r)
+}
+
+// ResourceFrom returns the resource carried by ctx, or nil.
+func ResourceFrom(ctx context.Context) *Resource {
+	r, _ := ctx.Value(resourceKey).(*Resource)
+	return r
 }

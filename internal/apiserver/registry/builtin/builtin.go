@@ -1,33 +1,342 @@
-// Package builtin lists the resources skiff serves, in discovery order: the
-// one place where a new resource's registry package is added.
+// Package builtin builds the resources kube-apiserver v1.37 serves by
+// default from upstream's own registry (k8s.io/kubernetes/pkg/registry):
+// its strategies, validation, defaults, table printers, hooks and
+// subresources, writing through skiff's storage. Adding a built-in
+// resource is adding its upstream storage here.
 package builtin
 
 import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	serveroptions "k8s.io/apiserver/pkg/server/options"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	kstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	"k8s.io/kubernetes/pkg/kubeapiserver"
+	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
+	nodestore "k8s.io/kubernetes/pkg/registry/core/node/storage"
+	podstore "k8s.io/kubernetes/pkg/registry/core/pod/storage"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/kubeletproxy"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/configmaps"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/events"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/eventsk8sio"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/leases"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/namespaces"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/nodes"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/pods"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/priorityclasses"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/secrets"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/serviceaccounts"
+	"github.com/skiff-sh/skiff/internal/storage"
+	"github.com/skiff-sh/skiff/internal/storage/registrystorage"
 )
 
-// Resources returns a fresh description of every served resource.
-func Resources() []*registry.Resource {
-	return []*registry.Resource{
-		namespaces.Resource(),
-		pods.Resource(),
-		nodes.Resource(),
-		events.Resource(),
-		configmaps.Resource(),
-		secrets.Resource(),
-		serviceaccounts.Resource(),
-		leases.Resource(),
-		eventsk8sio.Resource(),
-		priorityclasses.Resource(),
-	}
+// Config is what the built-in resources are built with.
+type Config struct {
+	// NewStore makes the Store of the objects under prefix (ending in
+	// "/"): objects made by newFunc, encoded by codec. It is called once
+	// per prefix; the caller owns the Stores.
+	NewStore func(gr schema.GroupResource, prefix string, codec runtime.Codec, newFunc func() runtime.Object) (storage.Store, error)
+	// Loopback reaches the API server in this process: the registry's own
+	// clients (pod disruption budgets for evictions, IP addresses for
+	// Services) use it.
+	Loopback *restclient.Config
+	// KubeletClient is how pods/proxy and nodes/proxy reach kubelets.
+	KubeletClient kubeletclient.KubeletClientConfig
+	// KubeletProxy serves pods/log, exec, attach and portforward; nil
+	// leaves them to upstream's.
+	KubeletProxy *kubeletproxy.Proxy
+	// ServiceClusterIPRange is where Services' cluster IPs come from;
+	// NodePortRange their node ports.
+	ServiceClusterIPRange net.IPNet
+	NodePortRange         utilnet.PortRange
+	// Authorizer answers the authorization reviews and the registry's own
+	// checks (RBAC escalation, CSR signers).
+	Authorizer authorizer.Authorizer
+	// RuleResolver lists a user's rules (SelfSubjectRulesReview).
+	RuleResolver authorizer.RuleResolver
+	// EventTTL is how long events live (one hour by default).
+	EventTTL time.Duration
 }
+
+// Builtin is the built-in resources and the background work their
+// registry needs (allocators, repairs).
+type Builtin struct {
+	Resources []*registry.Resource
+	// GroupOrder is the order of groups in discovery, kube-apiserver's.
+	GroupOrder []string
+	informers  informers.SharedInformerFactory
+	run        []func(ctx context.Context)
+}
+
+// Run runs the registry's background work until ctx ends.
+func (b *Builtin) Run(ctx context.Context) {
+	b.informers.Start(ctx.Done())
+	var wg sync.WaitGroup
+	for _, f := range b.run {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(ctx)
+		}()
+	}
+	<-ctx.Done()
+	b.informers.Shutdown()
+	wg.Wait()
+}
+
+// TypeConverter knows the structure of every built-in type, for managed
+// fields and server-side apply.
+var TypeConverter = applyconfigurations.NewTypeConverter(clientscheme.Scheme)
+
+// New builds every built-in resource.
+func New(cfg Config) (*Builtin, error) {
+	if cfg.EventTTL == 0 {
+		cfg.EventTTL = time.Hour
+	}
+	if cfg.ServiceClusterIPRange.IP == nil {
+		_, r, _ := net.ParseCIDR("10.43.0.0/16")
+		cfg.ServiceClusterIPRange = *r
+	}
+	if cfg.NodePortRange.Size == 0 {
+		cfg.NodePortRange = utilnet.PortRange{Base: 30000, Size: 2768}
+	}
+	factory, err := newStorageFactory()
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg.Loopback)
+	if err != nil {
+		return nil, err
+	}
+	b := &Builtin{informers: informers.NewSharedInformerFactory(client, 0)}
+	getter := &optionsGetter{factory: factory, newStore: cfg.NewStore, stores: map[string]storage.Store{}}
+	resources := serverstorage.NewResourceConfig()
+	resources.EnableVersions(enabledGroupVersions...)
+
+	groups := map[schema.GroupVersion]map[string]rest.Storage{}
+	add := func(info genericapiserver.APIGroupInfo) {
+		for v, m := range info.VersionedResourcesStorageMap {
+			gv := schema.GroupVersion{Group: info.PrioritizedVersions[0].Group, Version: v}
+			if groups[gv] == nil {
+				groups[gv] = map[string]rest.Storage{}
+			}
+			for k, st := range m {
+				groups[gv][k] = st
+			}
+		}
+	}
+	core, err := b.coreStorage(cfg, getter, client)
+	if err != nil {
+		return nil, fmt.Errorf("core/v1: %w", err)
+	}
+	groups[schema.GroupVersion{Version: "v1"}] = core
+	for _, p := range providers(cfg, b.informers, client) {
+		info, err := p.NewRESTStorage(resources, getter)
+		if err != nil {
+			return nil, fmt.Errorf("%T: %w", p, err)
+		}
+		if len(info.PrioritizedVersions) == 0 {
+			continue
+		}
+		add(info)
+	}
+	gvs := make([]schema.GroupVersion, 0, len(groups))
+	for gv := range groups {
+		gvs = append(gvs, gv)
+	}
+	sort.Slice(gvs, func(i, j int) bool { return gvs[i].String() < gvs[j].String() })
+	for _, gv := range gvs {
+		rs, err := registry.GroupVersion{
+			GroupVersion:  gv,
+			Storage:       groups[gv],
+			Kinds:         legacyscheme.Scheme,
+			Serializers:   legacyscheme.Codecs,
+			TypeConverter: TypeConverter,
+			Fields:        fastFields,
+		}.Resources()
+		if err != nil {
+			return nil, err
+		}
+		b.Resources = append(b.Resources, rs...)
+	}
+	if cfg.KubeletProxy != nil {
+		for _, res := range b.Resources {
+			if res.GroupVersionResource() != (schema.GroupVersionResource{Version: "v1", Resource: "pods"}) {
+				continue
+			}
+			for _, name := range []string{"log", "exec", "attach", "portforward"} {
+				if sub := res.Subresources[name]; sub != nil {
+					sub.Connect = cfg.KubeletProxy.Subresource(name)
+				}
+			}
+		}
+	}
+	b.GroupOrder = groupOrder
+	return b, nil
+}
+
+// coreStorage builds core/v1: the generic part as kube-apiserver's
+// generic control plane does, then pods, nodes, services and the rest.
+func (b *Builtin) coreStorage(cfg Config, getter *optionsGetter, client kubernetes.Interface) (map[string]rest.Storage, error) {
+	m, err := genericCoreStorage(cfg.EventTTL, getter)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := nodestore.NewStorage(getter, cfg.KubeletClient, proxyTransport(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("nodes: %w", err)
+	}
+	m["nodes"], m["nodes/status"], m["nodes/proxy"] = nodes.Node, nodes.Status, nodes.Proxy
+	pods, err := podstore.NewStorage(getter, nodes.KubeletConnectionInfo, proxyTransport(cfg), client.PolicyV1(), cfg.Authorizer)
+	if err != nil {
+		return nil, fmt.Errorf("pods: %w", err)
+	}
+	m["pods"] = pods.Pod
+	m["pods/attach"] = pods.Attach
+	m["pods/status"] = pods.Status
+	m["pods/log"] = pods.Log
+	m["pods/exec"] = pods.Exec
+	m["pods/portforward"] = pods.PortForward
+	m["pods/proxy"] = pods.Proxy
+	m["pods/binding"] = pods.Binding
+	if pods.Eviction != nil {
+		m["pods/eviction"] = pods.Eviction
+	}
+	m["pods/ephemeralcontainers"] = pods.EphemeralContainers
+	if pods.Resize != nil {
+		m["pods/resize"] = pods.Resize
+	}
+	m["bindings"] = pods.LegacyBinding
+	others, err := b.coreRest(cfg, getter, client, pods)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range others {
+		m[k] = v
+	}
+	return m, nil
+}
+
+// proxyTransport reaches kubelets for pods/proxy and nodes/proxy.
+func proxyTransport(cfg Config) http.RoundTripper {
+	t, err := kubeletclient.MakeTransport(&cfg.KubeletClient)
+	if err != nil {
+		return http.DefaultTransport
+	}
+	return t
+}
+
+// optionsGetter is the RESTOptionsGetter upstream's registry is built
+// with: prefixes and storage versions from kube-apiserver's storage
+// factory, skiff's Stores behind them.
+type optionsGetter struct {
+	factory  *serverstorage.DefaultStorageFactory
+	newStore func(gr schema.GroupResource, prefix string, codec runtime.Codec, newFunc func() runtime.Object) (storage.Store, error)
+	mu       sync.Mutex
+	// stores are the Stores made, by prefix: resources served at several
+	// versions, or sharing their storage (events), share one.
+	stores map[string]storage.Store
+}
+
+func (g *optionsGetter) GetRESTOptions(gr schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	cfg, err := g.factory.NewConfig(gr, example)
+	if err != nil {
+		return generic.RESTOptions{}, err
+	}
+	return generic.RESTOptions{
+		StorageConfig:           cfg.ForResource(gr),
+		Decorator:               g.decorate,
+		EnableGarbageCollection: true,
+		DeleteCollectionWorkers: 1,
+		ResourcePrefix:          "/registry/" + g.factory.ResourcePrefix(gr),
+	}, nil
+}
+
+// decorate makes the storage of one generic registry Store: skiff's Store
+// of the prefix, seen through a conversion to the storage version.
+func (g *optionsGetter) decorate(config *storagebackend.ConfigForResource, resourcePrefix string, _ func(obj runtime.Object) (string, error), newFunc func() runtime.Object, _ func() runtime.Object, getAttrsFunc kstorage.AttrFunc, _ kstorage.IndexerFuncs, _ *cache.Indexers) (kstorage.Interface, factory.DestroyFunc, error) {
+	kinds, _, err := legacyscheme.Scheme.ObjectKinds(newFunc())
+	if err != nil {
+		return nil, nil, err
+	}
+	storageKind, ok := config.EncodeVersioner.KindForGroupVersionKinds(kinds)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: no storage version for %v", config.GroupResource, kinds)
+	}
+	prefix := strings.TrimSuffix(resourcePrefix, "/") + "/"
+	st, err := g.storeFor(config.GroupResource, prefix, storageKind)
+	if err != nil {
+		return nil, nil, err
+	}
+	return registrystorage.New(registrystorage.Config{
+		Store:     st,
+		Prefix:    prefix,
+		Version:   storageKind.GroupVersion(),
+		Converter: registrystorage.SchemeConverter{Scheme: legacyscheme.Scheme, StorageVersion: storageKind.GroupVersion()},
+		NewFunc:   newFunc,
+		Attrs:     getAttrsFunc,
+	}), func() {}, nil
+}
+
+// storeFor returns the Store of prefix, making it on first use.
+func (g *optionsGetter) storeFor(gr schema.GroupResource, prefix string, kind schema.GroupVersionKind) (storage.Store, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st, ok := g.stores[prefix]; ok {
+		return st, nil
+	}
+	ser := protobuf.NewSerializer(legacyscheme.Scheme, legacyscheme.Scheme)
+	codec := legacyscheme.Codecs.CodecForVersions(ser, ser, kind.GroupVersion(), kind.GroupVersion())
+	newFunc := func() runtime.Object {
+		obj, err := legacyscheme.Scheme.New(kind)
+		if err != nil {
+			panic(fmt.Sprintf("new %s: %v", kind, err))
+		}
+		return obj
+	}
+	st, err := g.newStore(gr, prefix, codec, newFunc)
+	if err != nil {
+		return nil, fmt.Errorf("store of %s: %w", prefix, err)
+	}
+	g.stores[prefix] = st
+	return st, nil
+}
+
+// newStorageFactory is kube-apiserver's storage factory for v1.37: which
+// version each resource is stored in, under which prefix, and which
+// resources share storage.
+func newStorageFactory() (*serverstorage.DefaultStorageFactory, error) {
+	c := kubeapiserver.NewStorageFactoryConfigEffectiveVersion(basecompatibility.NewEffectiveVersionFromString(kubeVersion, "", ""))
+	c.APIResourceConfig = serverstorage.NewResourceConfig()
+	c.APIResourceConfig.EnableVersions(enabledGroupVersions...)
+	etcd := serveroptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil))
+	return c.Complete(etcd).New()
+}
+
+// ResourceConfig is the group versions served, as kube-apiserver's
+// resource configuration.
+func ResourceConfig() *serverstorage.ResourceConfig {
+	c := serverstorage.NewResourceConfig()
+	c.EnableVersions(enabledGroupVersions...)
+	return c
+}
+
+// kubeVersion is the Kubernetes version whose API skiff serves.
+const kubeVersion = "1.37"

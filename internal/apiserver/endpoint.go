@@ -1,0 +1,221 @@
+package apiserver
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+)
+
+// endpoint is what serving one resource, or one of its subresources, at
+// one group version takes beyond its registry description: the
+// negotiated codecs, the field manager, and the memory of create-time
+// managed fields. Endpoints are built once per resource and kept for as
+// long as the resource is served.
+type endpoint struct {
+	s   *Server
+	res *registry.Resource
+	// sub is the subresource served, nil for the resource itself.
+	sub  *registry.Subresource
+	rest rest.Storage
+	// gvk is the served kind; hub the version REST's objects are in.
+	gvk schema.GroupVersionKind
+	hub schema.GroupVersion
+	gr  schema.GroupResource
+	// subresource is sub's name, "" for the resource itself.
+	subresource string
+
+	codecs *codecs
+	// fieldManager records managed fields and serves apply; nil when the
+	// kind's structure is unknown.
+	fieldManager *managedfields.FieldManager
+	// resetFilter drops the fields writes through this endpoint do not
+	// own (status for the main resource), nil when there are none.
+	resetFilter fieldpath.Filter
+	// typeConverter gives the served kind's structure.
+	typeConverter managedfields.TypeConverter
+
+	// empty is the served kind's empty object as a typed value, what
+	// creates are compared with for their managed fields.
+	emptyOnce sync.Once
+	empty     *typed.TypedValue
+	emptyErr  error
+	// createSets remembers the managed fields of creates by shape.
+	createSets *createFieldSets
+	// encodings share the encoding of each watch event among watchers.
+	encodings *sharedEncodings
+}
+
+// endpoints are a resource's: its own and its subresources', built on
+// first use.
+type endpoints struct {
+	once sync.Once
+	err  error
+	main *endpoint
+	subs map[string]*endpoint
+}
+
+// endpointsFor returns res's endpoints, building them on first use.
+func (s *Server) endpointsFor(res *registry.Resource) (*endpoints, error) {
+	v, _ := s.endpoints.LoadOrStore(res, &endpoints{})
+	eps := v.(*endpoints)
+	eps.once.Do(func() {
+		eps.main, eps.err = s.newEndpoint(res, nil)
+		if eps.err != nil {
+			return
+		}
+		eps.subs = map[string]*endpoint{}
+		for name, sub := range res.Subresources {
+			ep, err := s.newEndpoint(res, sub)
+			if err != nil {
+				eps.err = err
+				return
+			}
+			eps.subs[name] = ep
+		}
+	})
+	return eps, eps.err
+}
+
+func (s *Server) newEndpoint(res *registry.Resource, sub *registry.Subresource) (*endpoint, error) {
+	ep := &endpoint{
+		s:             s,
+		res:           res,
+		sub:           sub,
+		rest:          res.REST,
+		gvk:           res.GroupVersionKind(),
+		hub:           res.InternalVersion,
+		gr:            res.GroupResource(),
+		codecs:        s.codecsFor(res.Serializers),
+		typeConverter: res.TypeConverter,
+		createSets:    newCreateFieldSets(),
+		encodings:     newSharedEncodings(),
+	}
+	if sub != nil {
+		ep.rest = sub.REST
+		ep.subresource = sub.Name
+		ep.gvk = sub.Kind
+		if sub.Kind.GroupKind() != res.GroupVersionKind().GroupKind() {
+			ep.hub = schema.GroupVersion{Group: sub.Kind.Group, Version: runtime.APIVersionInternal}
+			ep.typeConverter = sub.TypeConverter
+		}
+	}
+	if ep.typeConverter == nil || sub != nil && sub.Connect != nil {
+		return ep, nil
+	}
+	if _, ok := ep.rest.(rest.Updater); !ok {
+		if _, ok := ep.rest.(rest.Creater); !ok {
+			return ep, nil
+		}
+	}
+	var resetFields map[fieldpath.APIVersion]fieldpath.Filter
+	if rs, ok := ep.rest.(rest.ResetFieldsStrategy); ok {
+		resetFields = fieldpath.NewExcludeFilterSetMap(rs.GetResetFields())
+	}
+	if rs, ok := ep.rest.(rest.ResetFieldsFilterStrategy); ok {
+		resetFields = rs.GetResetFieldsFilter()
+	}
+	if f, ok := resetFields[fieldpath.APIVersion(ep.gvk.GroupVersion().String())]; ok {
+		ep.resetFilter = f
+	}
+	fm, err := managedfields.NewDefaultFieldManager(ep.typeConverter, res.Kinds, res.Kinds, res.Kinds, ep.gvk, ep.hub, ep.subresource, resetFields)
+	if err != nil {
+		return nil, fmt.Errorf("%s: field manager: %w", res.GroupVersionResource(), err)
+	}
+	ep.fieldManager = fm
+	return ep, nil
+}
+
+// updateManagedFields records manager's changes from live to obj (both of
+// REST's version).
+func (ep *endpoint) updateManagedFields(live, obj runtime.Object, manager string) runtime.Object {
+	if ep.fieldManager == nil {
+		return obj
+	}
+	return ep.fieldManager.UpdateNoErrors(live, obj, manager)
+}
+
+// admission is the server's admission chain, wrapped so that plugins
+// that damage managed fields have them reset, as kube-apiserver does; nil
+// when the server admits everything.
+func (ep *endpoint) admission() admission.Interface {
+	return fieldmanager.NewManagedFieldsValidatingAdmissionController(ep.s.cfg.Admission)
+}
+
+// served converts an object of REST's version (internal, for built-in
+// types) to the served version; objects of any other version (stored
+// objects read directly, a Status) are returned as they are.
+func (ep *endpoint) served(obj runtime.Object) (runtime.Object, error) {
+	if obj == nil {
+		return nil, nil
+	}
+	kinds, _, err := ep.res.Kinds.ObjectKinds(obj)
+	if err != nil || len(kinds) == 0 || kinds[0].Version != runtime.APIVersionInternal && kinds[0] != ep.hub.WithKind(kinds[0].Kind) {
+		return obj, nil
+	}
+	out, err := ep.res.Kinds.ConvertToVersion(obj, ep.gvk.GroupVersion())
+	if err != nil {
+		return nil, fmt.Errorf("convert %T to %s: %w", obj, ep.gvk.GroupVersion(), err)
+	}
+	return out, nil
+}
+
+// toHub converts an object of the served version to REST's version.
+func (ep *endpoint) toHub(obj runtime.Object) (runtime.Object, error) {
+	out, err := ep.res.Kinds.ConvertToVersion(obj, ep.hub)
+	if err != nil {
+		return nil, fmt.Errorf("convert %s to %s: %w", ep.gvk, ep.hub, err)
+	}
+	return out, nil
+}
+
+// fromStored converts a stored object (read from Resource.Stored) to the
+// served version. Objects kept in the served version are returned as
+// they are: they may be shared and must not be modified.
+func (ep *endpoint) fromStored(obj runtime.Object) (runtime.Object, error) {
+	st := ep.res.Stored
+	if st.Version == ep.gvk.GroupVersion() {
+		return obj, nil
+	}
+	// The conversions may share memory with obj: the result is only read.
+	internal, err := ep.res.Kinds.ConvertToVersion(obj, ep.res.InternalVersion)
+	if err != nil {
+		return nil, fmt.Errorf("convert stored %T: %w", obj, err)
+	}
+	return ep.served(internal)
+}
+
+// newServed returns an empty object of the served kind.
+func (ep *endpoint) newServed() (runtime.Object, error) {
+	return ep.res.Kinds.New(ep.gvk)
+}
+
+// setTypeMeta sets the served apiVersion and kind on obj when it is of the
+// endpoint's kind.
+func (ep *endpoint) setTypeMeta(obj runtime.Object) {
+	if _, err := meta.Accessor(obj); err != nil {
+		return
+	}
+	obj.GetObjectKind().SetGroupVersionKind(ep.gvk)
+}
+
+// objectInterfaces implements admission.ObjectInterfaces for a resource.
+type objectInterfaces struct{ kinds registry.Kinds }
+
+func (o objectInterfaces) GetObjectCreater() runtime.ObjectCreater     { return o.kinds }
+func (o objectInterfaces) GetObjectTyper() runtime.ObjectTyper         { return o.kinds }
+func (o objectInterfaces) GetObjectDefaulter() runtime.ObjectDefaulter { return o.kinds }
+func (o objectInterfaces) GetObjectConvertor() runtime.ObjectConvertor { return o.kinds }
+func (o objectInterfaces) GetEquivalentResourceMapper() runtime.EquivalentResourceMapper {
+	return runtime.NewEquivalentResourceRegistry()
+}

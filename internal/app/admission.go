@@ -1,0 +1,110 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"go.opentelemetry.io/otel/trace/noop"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	basecompatibility "k8s.io/component-base/compatibility"
+	controlplaneadmission "k8s.io/kubernetes/pkg/controlplane/apiserver/admission"
+	kubeadmission "k8s.io/kubernetes/pkg/kubeapiserver/admission"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
+	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
+)
+
+// admissionNotYet are admission plugins kube-apiserver enables by default
+// that skiff leaves off until what they rely on is in place:
+// ServiceAccount needs service account tokens and their controllers;
+// TaintNodesByCondition taints new nodes not-ready, which the node
+// lifecycle controller lifts; the webhooks need a service resolver that
+// reaches Services.
+var admissionNotYet = sets.New(
+	"ServiceAccount", "TaintNodesByCondition", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook",
+)
+
+// admissionPlugins are the plugins skiff runs, in kube-apiserver's order:
+// its default-on set (less admissionNotYet).
+func admissionPlugins() []string {
+	off := kubeoptions.DefaultOffAdmissionPlugins()
+	var names []string
+	for _, n := range kubeoptions.AllOrderedPlugins {
+		if !off.Has(n) && !admissionNotYet.Has(n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// admissionChain is kube-apiserver's admission chain, from upstream's
+// plugins, reaching the API server through rc (in process). Its informers
+// run until ctx ends.
+type admissionChain struct {
+	admission.Interface
+	informers informers.SharedInformerFactory
+}
+
+func newAdmissionChain(ctx context.Context, rc *rest.Config, authz authorizer.Authorizer) (*admissionChain, error) {
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	plugins := admission.NewPlugins()
+	genericapiserver.RegisterAllAdmissionPlugins(plugins)
+	kubeoptions.RegisterAllAdmissionPlugins(plugins)
+	kubeInitializers, err := (&kubeadmission.Config{}).New()
+	if err != nil {
+		return nil, err
+	}
+	controlPlaneInitializers, err := (&controlplaneadmission.Config{
+		LoopbackClientConfig: rc,
+		ExternalInformers:    factory,
+		APIResourceConfig:    builtin.ResourceConfig(),
+	}).New(&http.Transport{}, nil, webhook.NewDefaultServiceResolver(), noop.NewTracerProvider())
+	if err != nil {
+		return nil, err
+	}
+	kubeInitializers = append(kubeInitializers, controlPlaneInitializers...)
+	initializers := admission.PluginInitializers{
+		initializer.New(client, dyn, factory, authz, utilfeature.DefaultFeatureGate,
+			basecompatibility.NewEffectiveVersionFromString("1.37", "", ""), ctx.Done(), mapper),
+	}
+	initializers = append(initializers, kubeInitializers...)
+	names := admissionPlugins()
+	config, err := admission.ReadAdmissionConfiguration(names, "", nil)
+	if err != nil {
+		return nil, fmt.Errorf("admission configuration: %w", err)
+	}
+	chain, err := plugins.NewFromPlugins(names, config, initializers, admission.Decorators{})
+	if err != nil {
+		return nil, fmt.Errorf("admission plugins: %w", err)
+	}
+	return &admissionChain{Interface: chain, informers: factory}, nil
+}
+
+// run starts the plugins' informers; they stop when ctx ends.
+func (a *admissionChain) run(ctx context.Context) {
+	a.informers.Start(ctx.Done())
+	<-ctx.Done()
+	a.informers.Shutdown()
+}
