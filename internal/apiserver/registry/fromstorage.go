@@ -32,6 +32,10 @@ type GroupVersion struct {
 	// stored objects, by resource name; others convert to the registry's
 	// version and ask its attribute function.
 	Fields map[string]func(stored runtime.Object) (fields.Set, error)
+	// StorageOf returns the storage made for a group resource, for REST
+	// storages that keep their generic registry Store unexported
+	// (namespaces); may be nil.
+	StorageOf func(gr schema.GroupResource) (registrystorage.Config, bool)
 }
 
 // Resources builds the Resources of a group version from its storage map,
@@ -91,6 +95,10 @@ func (g GroupVersion) Resources() ([]*Resource, error) {
 		if gs := GenericStore(st); gs != nil {
 			if rs, ok := gs.Storage.Storage.(*registrystorage.Storage); ok {
 				res.Stored = g.stored(res, rs.Config())
+			}
+		} else if g.StorageOf != nil {
+			if cfg, ok := g.StorageOf(res.GroupResource()); ok {
+				res.Stored = g.stored(res, cfg)
 			}
 		}
 		byName[p] = res

@@ -126,7 +126,7 @@ func New(cfg Config) (*Builtin, error) {
 		return nil, err
 	}
 	b := &Builtin{informers: informers.NewSharedInformerFactory(client, 0)}
-	getter := &optionsGetter{factory: factory, newStore: cfg.NewStore, stores: map[string]storage.Store{}}
+	getter := &optionsGetter{factory: factory, newStore: cfg.NewStore, stores: map[string]storage.Store{}, made: map[schema.GroupResource]registrystorage.Config{}}
 	resources := serverstorage.NewResourceConfig()
 	resources.EnableVersions(enabledGroupVersions...)
 
@@ -170,6 +170,7 @@ func New(cfg Config) (*Builtin, error) {
 			Serializers:   legacyscheme.Codecs,
 			TypeConverter: TypeConverter,
 			Fields:        fastFields,
+			StorageOf:     getter.storageOf,
 		}.Resources()
 		if err != nil {
 			return nil, err
@@ -253,6 +254,17 @@ type optionsGetter struct {
 	// stores are the Stores made, by prefix: resources served at several
 	// versions, or sharing their storage (events), share one.
 	stores map[string]storage.Store
+	// made are the storages made, by the group resource of the registry
+	// Store they were made for.
+	made map[schema.GroupResource]registrystorage.Config
+}
+
+// storageOf returns the storage made for gr.
+func (g *optionsGetter) storageOf(gr schema.GroupResource) (registrystorage.Config, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, ok := g.made[gr]
+	return c, ok
 }
 
 func (g *optionsGetter) GetRESTOptions(gr schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
@@ -285,14 +297,20 @@ func (g *optionsGetter) decorate(config *storagebackend.ConfigForResource, resou
 	if err != nil {
 		return nil, nil, err
 	}
-	return registrystorage.New(registrystorage.Config{
+	c := registrystorage.Config{
 		Store:     st,
 		Prefix:    prefix,
 		Version:   storageKind.GroupVersion(),
 		Converter: registrystorage.SchemeConverter{Scheme: legacyscheme.Scheme, StorageVersion: storageKind.GroupVersion()},
 		NewFunc:   newFunc,
 		Attrs:     getAttrsFunc,
-	}), func() {}, nil
+	}
+	g.mu.Lock()
+	if _, ok := g.made[config.GroupResource]; !ok {
+		g.made[config.GroupResource] = c
+	}
+	g.mu.Unlock()
+	return registrystorage.New(c), func() {}, nil
 }
 
 // storeFor returns the Store of prefix, making it on first use.

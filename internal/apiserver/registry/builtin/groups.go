@@ -117,8 +117,8 @@ var groupOrder = []string{
 	"authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io",
 	"networking.k8s.io", "policy", "rbac.authorization.k8s.io", "storage.k8s.io",
 	"admissionregistration.k8s.io", "apiextensions.k8s.io", "scheduling.k8s.io",
-	"coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "flowcontrol.apiserver.k8s.io",
-	"resource.k8s.io", "storagemigration.k8s.io",
+	"coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "resource.k8s.io",
+	"flowcontrol.apiserver.k8s.io", "storagemigration.k8s.io",
 }
 
 // storageProvider is one API group of upstream's registry.

@@ -1,0 +1,218 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin/builtintest"
+)
+
+// kubeAPIServerDiscovery is where the discovery documents of a real
+// kube-apiserver v1.37.2 with default flags are recorded (README there).
+const kubeAPIServerDiscovery = "testdata/kube-apiserver-v1.37.2"
+
+// notServedYet are the parts of kube-apiserver's default API skiff does not
+// serve yet, each with the reason; everything else must match.
+var notServedYet = map[string]string{
+	"apiextensions.k8s.io":     "CustomResourceDefinitions are being added",
+	"apiregistration.k8s.io":   "the aggregation layer (APIService) is not served",
+	"v1/serviceaccounts/token": "needs a service account token issuer",
+}
+
+func discoveryServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	s, err := New(Config{Resources: builtintest.Catalog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.serveDiscovery(w, r) {
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func getJSON(t *testing.T, url, accept string, into interface{}) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+			t.Fatalf("decode %s: %v", url, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func readRecorded(t *testing.T, name string, into interface{}) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(kubeAPIServerDiscovery, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// TestDiscoveryMatchesKubeAPIServer compares skiff's discovery of its
+// built-in resources with kube-apiserver v1.37.2's: the groups in order,
+// their versions, and per resource and subresource its singular name,
+// scope, kind, verbs, short names, categories, group and version, and
+// storage version hash.
+func TestDiscoveryMatchesKubeAPIServer(t *testing.T) {
+	srv := discoveryServer(t)
+	var want, got metav1.APIGroupList
+	readRecorded(t, "apis.json", &want)
+	getJSON(t, srv.URL+"/apis", "", &got)
+	var wantGroups, gotGroups []string
+	for _, g := range want.Groups {
+		if notServedYet[g.Name] == "" {
+			wantGroups = append(wantGroups, g.Name)
+		}
+	}
+	for _, g := range got.Groups {
+		gotGroups = append(gotGroups, g.Name)
+	}
+	if !reflect.DeepEqual(gotGroups, wantGroups) {
+		t.Errorf("groups\n got %v\nwant %v", gotGroups, wantGroups)
+	}
+	wantByName := map[string]metav1.APIGroup{}
+	for _, g := range want.Groups {
+		wantByName[g.Name] = g
+	}
+	for _, g := range got.Groups {
+		if w := wantByName[g.Name]; !reflect.DeepEqual(g.Versions, w.Versions) || g.PreferredVersion != w.PreferredVersion {
+			t.Errorf("group %s: versions %v preferred %v, want %v preferred %v", g.Name, g.Versions, g.PreferredVersion, w.Versions, w.PreferredVersion)
+		}
+	}
+
+	files, err := filepath.Glob(filepath.Join(kubeAPIServerDiscovery, "resources-*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded resource lists: %v", err)
+	}
+	for _, f := range files {
+		var wantList metav1.APIResourceList
+		readRecorded(t, filepath.Base(f), &wantList)
+		gv := wantList.GroupVersion
+		group := strings.Split(gv, "/")[0]
+		if !strings.Contains(gv, "/") {
+			group = ""
+		}
+		if notServedYet[group] != "" {
+			continue
+		}
+		path := "/apis/" + gv
+		if group == "" {
+			path = "/api/" + gv
+		}
+		var gotList metav1.APIResourceList
+		if code := getJSON(t, srv.URL+path, "", &gotList); code != http.StatusOK {
+			t.Errorf("%s: %d", path, code)
+			continue
+		}
+		gotBy := map[string]metav1.APIResource{}
+		for _, r := range gotList.APIResources {
+			gotBy[r.Name] = r
+		}
+		for _, w := range wantList.APIResources {
+			g, ok := gotBy[w.Name]
+			delete(gotBy, w.Name)
+			if notServedYet[gv+"/"+w.Name] != "" {
+				if ok {
+					t.Errorf("%s %s is served now: take it off notServedYet", gv, w.Name)
+				}
+				continue
+			}
+			if !ok {
+				t.Errorf("%s: %s not served", gv, w.Name)
+				continue
+			}
+			if !reflect.DeepEqual(normalized(g), normalized(w)) {
+				t.Errorf("%s %s\n got %+v\nwant %+v", gv, w.Name, normalized(g), normalized(w))
+			}
+		}
+		for name := range gotBy {
+			t.Errorf("%s: %s served, kube-apiserver does not", gv, name)
+		}
+	}
+}
+
+// normalized leaves out what may differ in form only (nil and empty lists).
+func normalized(r metav1.APIResource) metav1.APIResource {
+	if len(r.ShortNames) == 0 {
+		r.ShortNames = nil
+	}
+	if len(r.Categories) == 0 {
+		r.Categories = nil
+	}
+	return r
+}
+
+// TestAggregatedDiscoveryMatchesLegacy: the aggregated document (what
+// kubectl asks for) lists the same resources, verbs and kinds as the
+// per-group-version documents, for /api and /apis, in v2 and v2beta1.
+func TestAggregatedDiscoveryMatchesLegacy(t *testing.T) {
+	srv := discoveryServer(t)
+	for _, v := range []string{"v2", "v2beta1"} {
+		for _, root := range []string{"/api", "/apis"} {
+			var agg apidiscoveryv2.APIGroupDiscoveryList
+			accept := "application/json;g=apidiscovery.k8s.io;v=" + v + ";as=APIGroupDiscoveryList,application/json"
+			if code := getJSON(t, srv.URL+root, accept, &agg); code != http.StatusOK {
+				t.Fatalf("%s %s: %d", v, root, code)
+			}
+			if want := "apidiscovery.k8s.io/" + v; agg.APIVersion != want {
+				t.Errorf("%s: apiVersion %q, want %q", root, agg.APIVersion, want)
+			}
+			if len(agg.Items) == 0 {
+				t.Fatalf("%s %s: no groups", v, root)
+			}
+			for _, g := range agg.Items {
+				for _, ver := range g.Versions {
+					gv := ver.Version
+					path := "/api/" + gv
+					if g.Name != "" {
+						gv = g.Name + "/" + ver.Version
+						path = "/apis/" + gv
+					}
+					var legacy metav1.APIResourceList
+					getJSON(t, srv.URL+path, "", &legacy)
+					byName := map[string]metav1.APIResource{}
+					for _, r := range legacy.APIResources {
+						byName[r.Name] = r
+					}
+					for _, r := range ver.Resources {
+						l, ok := byName[r.Resource]
+						if !ok || !reflect.DeepEqual([]string(l.Verbs), r.Verbs) || l.Kind != r.ResponseKind.Kind || l.Namespaced != (r.Scope == apidiscoveryv2.ScopeNamespace) {
+							t.Errorf("%s %s: aggregated %+v, legacy %+v", gv, r.Resource, r, l)
+						}
+						for _, sub := range r.Subresources {
+							ls, ok := byName[r.Resource+"/"+sub.Subresource]
+							if !ok || !reflect.DeepEqual([]string(ls.Verbs), sub.Verbs) || ls.Kind != sub.ResponseKind.Kind {
+								t.Errorf("%s %s/%s: aggregated %+v, legacy %+v", gv, r.Resource, sub.Subresource, sub, ls)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
