@@ -246,6 +246,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := bootstrapNamespaces(gctx, cs); err != nil {
 			return err
 		}
+		g.Go(func() error {
+			runKubernetesService(gctx, client, cs, advertiseAddress(cfg.BindAddress), ln.Addr().(*net.TCPAddr).Port)
+			return nil
+		})
 		if err := startControllers(gctx, g, controllers, cs, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
 			return err
 		}
