@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -56,6 +57,10 @@ func (s *Server) serveResourceErr(w http.ResponseWriter, r *http.Request, res *r
 	r = r.WithContext(warning.WithWarningRecorder(ep.requestContext(r.Context(), info), &warningHeaders{w: w}))
 	if ep.sub != nil {
 		return ep.serveSubresource(w, r, info)
+	}
+	if info.Name == "" && (info.Verb == "update" || info.Verb == "patch") {
+		// Collections take no PUT or PATCH.
+		return methodNotSupported(r)
 	}
 	switch info.Verb {
 	case "get":
@@ -165,8 +170,10 @@ func notFoundPath() error {
 	return newStatusError(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
 }
 
+// methodNotSupported is kube-apiserver's answer to a method a path does
+// not take (its router's 405, as a Status).
 func methodNotSupported(r *http.Request) error {
-	return newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, fmt.Sprintf("the server does not allow this method on the requested resource"))
+	return apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "405: Method Not Allowed", 0, false)
 }
 
 // warningHeaders records the warnings of a request (upstream's strategies
