@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/admission"
-	"k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
@@ -54,6 +53,10 @@ type endpoint struct {
 	createSets *createFieldSets
 	// encodings share the encoding of each watch event among watchers.
 	encodings *sharedEncodings
+	// servesStoredCreate is set when a create's stored object is what
+	// the endpoint serves: stored in the served version by a registry
+	// Store with no hook that changes its result.
+	servesStoredCreate bool
 }
 
 // endpoints are a resource's: its own and its subresources', built on
@@ -110,6 +113,10 @@ func (s *Server) newEndpoint(res *registry.Resource, sub *registry.Subresource) 
 			ep.typeConverter = sub.TypeConverter
 		}
 	}
+	if gs := registry.GenericStore(ep.rest); sub == nil && gs != nil && res.Stored != nil &&
+		res.Stored.Version == ep.gvk.GroupVersion() && gs.BeginCreate == nil && gs.AfterCreate == nil && gs.Decorator == nil {
+		ep.servesStoredCreate = true
+	}
 	if ep.typeConverter == nil || sub != nil && sub.Connect != nil {
 		return ep, nil
 	}
@@ -149,7 +156,7 @@ func (ep *endpoint) updateManagedFields(live, obj runtime.Object, manager string
 // that damage managed fields have them reset, as kube-apiserver does; nil
 // when the server admits everything.
 func (ep *endpoint) admission() admission.Interface {
-	return fieldmanager.NewManagedFieldsValidatingAdmissionController(ep.s.cfg.Admission)
+	return ep.s.admission
 }
 
 // served converts an object of REST's version (internal, for built-in

@@ -20,6 +20,8 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
+
+	"github.com/skiff-sh/skiff/internal/storage/registrystorage"
 )
 
 // fieldValidationDirective is the fieldValidation a request asked for,
@@ -234,9 +236,19 @@ func (ep *endpoint) create(w http.ResponseWriter, r *http.Request, info requestI
 		}
 	}
 	dedupOwnerReferences(ctx, hubObj, true)
+	var created *registrystorage.Created
+	if ep.servesStoredCreate {
+		// The object stored is the served one: answer with it rather
+		// than convert the registry's copy back.
+		created = &registrystorage.Created{SkipOut: true}
+		ctx = registrystorage.WithCreated(ctx, created)
+	}
 	result, err := creater.Create(ctx, hubObj, rest.AdmissionToValidateObjectFunc(admit, attrs, ep.objectInterfaces()), opts)
 	if err != nil {
 		return err
+	}
+	if created != nil && created.Object != nil {
+		return ep.writeOutput(w, r, http.StatusCreated, created.Object)
 	}
 	return ep.writeResult(w, r, http.StatusCreated, result)
 }

@@ -66,6 +66,9 @@ type Server struct {
 	endpoints sync.Map
 	metrics   *metrics
 	ready     atomic.Bool
+	// admission is cfg.Admission as handlers run it (managed fields
+	// checked after mutating plugins).
+	admission admission.Interface
 }
 
 // New validates the config and builds the server; Run must be called to
@@ -83,6 +86,7 @@ func New(cfg Config) (*Server, error) {
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
+	s.admission = withManagedFieldsCheck(cfg.Admission)
 	return s, nil
 }
 
@@ -96,6 +100,7 @@ func (s *Server) SetOpenAPI(h http.Handler) {
 // server takes requests other than its own plugins' reads.
 func (s *Server) SetAdmission(a admission.Interface) {
 	s.cfg.Admission = a
+	s.admission = withManagedFieldsCheck(a)
 }
 
 // Run reports the server ready and waits until ctx ends.

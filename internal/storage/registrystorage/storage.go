@@ -80,10 +80,33 @@ func (s *Storage) Create(ctx context.Context, key string, obj, out runtime.Objec
 	if err != nil {
 		return storageError(key, err)
 	}
+	if c, ok := ctx.Value(createdKey{}).(*Created); ok {
+		c.Object = created
+		if c.SkipOut {
+			return nil
+		}
+	}
 	if out == nil {
 		return nil
 	}
 	return s.conv.FromStorage(created, out)
+}
+
+// Created receives the object a Create stored, in the storage version and
+// with its resourceVersion, for a caller that serves it as the create's
+// result instead of converting the registry's copy back.
+type Created struct {
+	Object runtime.Object
+	// SkipOut leaves the registry's copy of the result empty: only for
+	// registry Stores with no hook that reads it (AfterCreate, Decorator).
+	SkipOut bool
+}
+
+type createdKey struct{}
+
+// WithCreated returns ctx with c, which the next Create through ctx fills.
+func WithCreated(ctx context.Context, c *Created) context.Context {
+	return context.WithValue(ctx, createdKey{}, c)
 }
 
 // Delete implements storage.Interface. cachedExistingObject is not used:
