@@ -88,6 +88,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.IntVar(&cfg.SecurePort, "secure-port", 6443, "HTTPS port of the API server")
 	fs.StringVar(&etcdServers, "etcd-servers", "", "comma-separated URLs of an external etcd cluster (default: run etcd embedded)")
 	fs.BoolVar(&cfg.DisableAgent, "disable-agent", false, "run only the control plane, no local node")
+	fs.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "run no scheduler (one of your own, or none: pods stay unbound)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	var labels, taints string
 	fs.StringVar(&cfg.NodeName, "node-name", "", "the local node's name (default: host name)")

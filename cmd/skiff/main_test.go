@@ -17,10 +17,12 @@ func TestParseServerFlags(t *testing.T) {
 		wantNoHuge    bool
 		wantEtcd      int
 		wantTaintKeys []string
+		wantNoSched   bool
 	}{
 		{name: "defaults"},
 		{name: "huge pages off", args: []string{"--huge-pages=false"}, wantNoHuge: true},
 		{name: "huge pages on", args: []string{"--huge-pages"}},
+		{name: "no scheduler", args: []string{"--disable-scheduler"}, wantNoSched: true},
 		{name: "external etcd", args: []string{"--etcd-servers", "https://127.0.0.1:2379,https://127.0.0.2:2379"}, wantEtcd: 2},
 		{name: "taints", args: []string{"--register-with-taints", "dedicated=gpu:NoSchedule"}, wantTaintKeys: []string{"dedicated"}},
 		{name: "bad taint", args: []string{"--register-with-taints", "dedicated=gpu:Sometimes"}, wantErrText: "Sometimes"},
@@ -46,6 +48,9 @@ func TestParseServerFlags(t *testing.T) {
 			}
 			if cfg.NoHugePages != tt.wantNoHuge {
 				t.Errorf("NoHugePages = %v, want %v", cfg.NoHugePages, tt.wantNoHuge)
+			}
+			if cfg.DisableScheduler != tt.wantNoSched {
+				t.Errorf("DisableScheduler = %v, want %v", cfg.DisableScheduler, tt.wantNoSched)
 			}
 			if len(cfg.EtcdServers) != tt.wantEtcd {
 				t.Errorf("EtcdServers = %q, want %d", cfg.EtcdServers, tt.wantEtcd)

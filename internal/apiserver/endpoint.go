@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/endpoints/deprecation"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
@@ -57,7 +58,15 @@ type endpoint struct {
 	// the endpoint serves: stored in the served version by a registry
 	// Store with no hook that changes its result.
 	servesStoredCreate bool
+	// deprecation is the warning every request gets when the served
+	// version of the kind is deprecated ("v1 Endpoints is deprecated in
+	// v1.33+; ...").
+	deprecation string
 }
+
+// servedMajor and servedMinor are the Kubernetes version whose API skiff
+// serves, against which API deprecations are judged.
+const servedMajor, servedMinor = 1, 37
 
 // endpoints are a resource's: its own and its subresources', built on
 // first use.
@@ -113,7 +122,13 @@ func (s *Server) newEndpoint(res *registry.Resource, sub *registry.Subresource) 
 			ep.typeConverter = sub.TypeConverter
 		}
 	}
-	if gs := registry.GenericStore(ep.rest); sub == nil && gs != nil && res.Stored != nil &&
+	if obj, err := res.Kinds.New(ep.gvk); err == nil {
+		obj.GetObjectKind().SetGroupVersionKind(ep.gvk)
+		if deprecation.IsDeprecated(obj, servedMajor, servedMinor) {
+			ep.deprecation = deprecation.WarningMessage(obj)
+		}
+	}
+	if gs := registry.GenericStore(ep.rest); sub == nil && gs != nil && res.Stored != nil && !res.Stored.ConvertOnRead &&
 		res.Stored.Version == ep.gvk.GroupVersion() && gs.BeginCreate == nil && gs.AfterCreate == nil && gs.Decorator == nil {
 		ep.servesStoredCreate = true
 	}
@@ -191,11 +206,11 @@ func (ep *endpoint) toHub(obj runtime.Object) (runtime.Object, error) {
 // they are: they may be shared and must not be modified.
 func (ep *endpoint) fromStored(obj runtime.Object) (runtime.Object, error) {
 	st := ep.res.Stored
-	if st.Version == ep.gvk.GroupVersion() {
+	if st.Version == ep.gvk.GroupVersion() && !st.ConvertOnRead {
 		return obj, nil
 	}
 	// The conversions may share memory with obj: the result is only read.
-	internal, err := ep.res.Kinds.ConvertToVersion(obj, ep.res.InternalVersion)
+	internal, err := ep.res.Kinds.ConvertToVersion(obj, st.InternalVersion())
 	if err != nil {
 		return nil, fmt.Errorf("convert stored %T: %w", obj, err)
 	}

@@ -54,7 +54,11 @@ func (s *Server) serveResourceErr(w http.ResponseWriter, r *http.Request, res *r
 	if info.Subpath != "" && !ep.takesSubpath() {
 		return notFoundPath()
 	}
-	r = r.WithContext(warning.WithWarningRecorder(ep.requestContext(r.Context(), info), &warningHeaders{w: w}))
+	recorder := &warningHeaders{w: w}
+	if ep.deprecation != "" {
+		recorder.AddWarning("", ep.deprecation)
+	}
+	r = r.WithContext(warning.WithWarningRecorder(ep.requestContext(r.Context(), info), recorder))
 	if ep.sub != nil {
 		return ep.serveSubresource(w, r, info)
 	}

@@ -106,8 +106,8 @@ func (ep *endpoint) toInternal(obj runtime.Object) (runtime.Object, error) {
 	if err == nil && len(kinds) > 0 && kinds[0].GroupVersion() == ep.res.InternalVersion {
 		return obj, nil
 	}
-	if ep.res.Stored != nil && reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) {
-		return ep.res.Kinds.ConvertToVersion(obj, ep.res.InternalVersion)
+	if st := ep.res.Stored; st != nil && reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) {
+		return ep.res.Kinds.ConvertToVersion(obj, st.InternalVersion())
 	}
 	return obj, nil
 }

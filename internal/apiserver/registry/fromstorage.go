@@ -36,6 +36,9 @@ type GroupVersion struct {
 	// storages that keep their generic registry Store unexported
 	// (namespaces); may be nil.
 	StorageOf func(gr schema.GroupResource) (registrystorage.Config, bool)
+	// ConvertOnRead names the resources whose stored objects are served
+	// through the registry's version (Stored.ConvertOnRead).
+	ConvertOnRead map[string]bool
 }
 
 // Resources builds the Resources of a group version from its storage map,
@@ -142,12 +145,12 @@ func (g GroupVersion) kindOf(st rest.Storage) (schema.GroupVersionKind, error) {
 
 // stored describes the direct reads of a resource kept by rs.
 func (g GroupVersion) stored(res *Resource, rs registrystorage.Config) *Stored {
-	st := &Stored{Store: rs.Store, Prefix: rs.Prefix, Version: rs.Version}
+	st := &Stored{Store: rs.Store, Prefix: rs.Prefix, Version: rs.Version, ConvertOnRead: g.ConvertOnRead[res.Name]}
 	if f := g.Fields[res.Name]; f != nil {
 		st.Fields = f
 		return st
 	}
-	attrs, kinds, internal := rs.Attrs, res.Kinds, res.InternalVersion
+	attrs, kinds, internal := rs.Attrs, res.Kinds, st.InternalVersion()
 	st.Fields = func(stored runtime.Object) (fields.Set, error) {
 		obj, err := kinds.ConvertToVersion(stored, internal)
 		if err != nil {

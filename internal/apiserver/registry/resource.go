@@ -78,6 +78,17 @@ type Stored struct {
 	// Fields returns a stored object's selectable fields (field
 	// selectors); metadata.name and metadata.namespace included.
 	Fields func(stored runtime.Object) (fields.Set, error)
+	// ConvertOnRead serves stored objects through the registry's version
+	// even when they are kept in the served one, for kinds whose
+	// conversion adds what storage does not keep (the apiVersion and kind
+	// of a StatefulSet's volume claim templates).
+	ConvertOnRead bool
+}
+
+// InternalVersion is the version stored objects convert through: the
+// internal version of the group they are stored in.
+func (s *Stored) InternalVersion() schema.GroupVersion {
+	return schema.GroupVersion{Group: s.Version.Group, Version: runtime.APIVersionInternal}
 }
 
 // Key is the storage key of one object.

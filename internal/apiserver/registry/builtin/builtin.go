@@ -171,6 +171,7 @@ func New(cfg Config) (*Builtin, error) {
 			TypeConverter: TypeConverter,
 			Fields:        fastFields,
 			StorageOf:     getter.storageOf,
+			ConvertOnRead: convertOnRead,
 		}.Resources()
 		if err != nil {
 			return nil, err

@@ -151,6 +151,16 @@ func providers(cfg Config, factory informers.SharedInformerFactory, client kuber
 	}
 }
 
+// convertOnRead are the resources whose stored objects lose in storage
+// what their conversion from the internal version adds back, so reads go
+// through the internal version (a differential test over every stored
+// kind keeps this list exact).
+var convertOnRead = map[string]bool{
+	// The volume claim templates' apiVersion and kind (protobuf keeps no
+	// TypeMeta of embedded objects).
+	"statefulsets": true,
+}
+
 // fastFields are field sets read straight from stored objects, for the
 // resources whose watches filter on fields in the hot path (each node's
 // kubelet watches its pods by spec.nodeName). Each gives the same set as
