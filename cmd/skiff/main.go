@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 	"io"
 	"os"
 	"os/signal"
@@ -97,6 +98,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint of the local node (default: start containerd)")
 	fs.StringVar(&cfg.PodCIDR, "pod-cidr", app.DefaultPodCIDR, "the local node's pod range until spec.podCIDR is assigned")
 	fs.StringVar(&cfg.CNIBridge, "cni-bridge", "cni0", "the local node's pod bridge (agents side by side need their own)")
+	fs.IntVar(&cfg.KubeletPort, "kubelet-port", kubeletserver.DefaultPort, "port of the local node's kubelet API (0: any free port; agents side by side need their own)")
 	hugePages := fs.Bool("huge-pages", true, "back the server's memory with transparent huge pages when the kernel leaves that to programs (THP mode madvise): fewer page faults as the heap grows, for about a tenth more resident memory")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -135,6 +137,7 @@ func runAgent(args []string) int {
 	fs.StringVar(&cfg.ContainerRuntimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint (default: start containerd)")
 	fs.StringVar(&cfg.PodCIDR, "pod-cidr", app.DefaultPodCIDR, "pod range until spec.podCIDR is assigned")
 	fs.StringVar(&cfg.CNIBridge, "cni-bridge", "cni0", "pod bridge (agents side by side on one machine need their own)")
+	fs.IntVar(&cfg.KubeletPort, "kubelet-port", kubeletserver.DefaultPort, "port of the kubelet API (0: any free port; agents side by side need their own)")
 	fs.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: detected)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cfg.ImageGC = imageGCFlags(fs)

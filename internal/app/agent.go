@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -48,6 +49,10 @@ type AgentConfig struct {
 	PodCIDR string
 	// NodeIP is the node's InternalIP; detected when empty.
 	NodeIP string
+	// KubeletPort is the port of the kubelet's HTTPS API (10250, as the
+	// kubelet's, so that clients that assume it reach it); 0 picks a free
+	// one, for agents side by side on one machine.
+	KubeletPort int
 	// CNIBridge is the pods' bridge; cri.DefaultBridge (cni0) when empty.
 	// Two agents on one machine need bridges (and pod CIDRs) of their own.
 	CNIBridge string
@@ -129,9 +134,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 	defer conn.Close()
-	// The kubelet's HTTPS API listens on a port of its own so that agents
-	// side by side on one machine do not clash.
-	kubeletLn, err := net.Listen("tcp", ":0")
+	kubeletLn, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.KubeletPort))
 	if err != nil {
 		return fmt.Errorf("kubelet API listener: %w", err)
 	}

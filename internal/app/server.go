@@ -56,6 +56,8 @@ type ServerConfig struct {
 	ContainerRuntimeEndpoint string
 	PodCIDR                  string
 	CNIBridge                string
+	// KubeletPort is the local node's kubelet API port; 0 picks a free one.
+	KubeletPort int
 	// ImageGC is the local node's image garbage collection policy; the
 	// kubelet's defaults when nil.
 	ImageGC *kubelet.ImageGCPolicy
@@ -258,7 +260,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 				return RunAgent(gctx, AgentConfig{
 					RESTConfig: rc, DataDir: cfg.DataDir, NodeName: cfg.NodeName,
 					NodeLabels: cfg.NodeLabels, Taints: cfg.Taints,
-					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR, CNIBridge: cfg.CNIBridge,
+					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR, CNIBridge: cfg.CNIBridge, KubeletPort: cfg.KubeletPort,
 					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel,
 				})
 			})

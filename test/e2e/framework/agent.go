@@ -47,7 +47,7 @@ func NewNode(t testing.TB) Node {
 
 // Args are the server flags that run the local agent as this node.
 func (n Node) Args() []string {
-	return []string{"--node-name", n.Name, "--pod-cidr", n.PodCIDR.String(), "--cni-bridge", n.Bridge}
+	return []string{"--node-name", n.Name, "--pod-cidr", n.PodCIDR.String(), "--cni-bridge", n.Bridge, "--kubelet-port", "0"}
 }
 
 // Options returns opts with the local agent enabled as this node.
