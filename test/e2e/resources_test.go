@@ -12,10 +12,14 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/test/e2e/framework"
@@ -230,10 +234,6 @@ func TestResourcesMatchKubeAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type served struct {
-		gv         schema.GroupVersion
-		namespaced bool
-	}
 	byName := map[string]served{}
 	for _, l := range lists {
 		gv, _ := schema.ParseGroupVersion(l.GroupVersion)
@@ -339,6 +339,8 @@ func TestResourcesMatchKubeAPIServer(t *testing.T) {
 		}
 	}
 
+	roundTrip(t, s, rc, objects, byName)
+
 	stdout, stderr, err := s.Kubectl(t, "", "create", "-f", "testdata/resources/reviews.yaml", "-o", "json")
 	if err != nil {
 		t.Fatalf("reviews: %v\n%s", err, stderr)
@@ -357,5 +359,119 @@ func TestResourcesMatchKubeAPIServer(t *testing.T) {
 	for _, got := range reviews.Items {
 		kind, _ := got["kind"].(string)
 		compare(t, "review-"+kind, got, readJSON(t, filepath.Join(recordedResources, "review-"+kind+".json")))
+	}
+}
+
+// served is where a resource is served.
+type served struct {
+	gv         schema.GroupVersion
+	namespaced bool
+}
+
+// roundTrip patches (kubectl annotate), updates (kubectl replace) and
+// deletes (kubectl delete) every sample, and checks that a watch of its
+// resource sees each change.
+func roundTrip(t *testing.T, s *framework.Server, rc *rest.Config, objects []string, byName map[string]served) {
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The namespace goes last: deleting it deletes the rest.
+	objects = append([]string(nil), objects...)
+	sort.SliceStable(objects, func(i, j int) bool {
+		return !strings.Contains(objects[i], "object-namespaces.") && strings.Contains(objects[j], "object-namespaces.")
+	})
+	for _, f := range objects {
+		key := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "object-"), ".json")
+		want := readJSON(t, f)
+		name := pick(want, ".metadata.name").(string)
+		ns, _ := pick(want, ".metadata.namespace").(string)
+		resource, group, _ := strings.Cut(key, ".")
+		srv := byName[key]
+		ref := resource + "." + group
+		if group == "core" {
+			ref = resource
+		}
+		nsArgs := []string{}
+		var ri dynamic.ResourceInterface = dyn.Resource(srv.gv.WithResource(resource))
+		if srv.namespaced {
+			nsArgs = []string{"-n", ns}
+			ri = dyn.Resource(srv.gv.WithResource(resource)).Namespace(ns)
+		}
+		ctx := framework.Context(t, time.Minute)
+		w, err := ri.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+		if err != nil {
+			t.Errorf("%s: watch: %v", key, err)
+			continue
+		}
+		next := func(what string, ok func(watch.Event) bool) {
+			deadline := time.After(30 * time.Second)
+			for {
+				select {
+				case ev, open := <-w.ResultChan():
+					if !open {
+						t.Errorf("%s: watch ended waiting for %s", key, what)
+						return
+					}
+					if ok(ev) {
+						return
+					}
+				case <-deadline:
+					t.Errorf("%s: the watch did not see %s", key, what)
+					return
+				}
+			}
+		}
+		annotated := func(value string) func(watch.Event) bool {
+			return func(ev watch.Event) bool {
+				u, isU := ev.Object.(*unstructured.Unstructured)
+				return isU && ev.Type == watch.Modified && u.GetAnnotations()["e2e.skiff.dev/step"] == value
+			}
+		}
+		next("the object", func(ev watch.Event) bool { return ev.Type == watch.Added })
+
+		if _, stderr, err := s.Kubectl(t, "", append([]string{"annotate", ref, name, "e2e.skiff.dev/step=patched"}, nsArgs...)...); err != nil {
+			t.Errorf("%s: annotate: %v\n%s", key, err, stderr)
+			w.Stop()
+			continue
+		}
+		next("the patch", annotated("patched"))
+
+		out, stderr, err := s.Kubectl(t, "", append([]string{"get", ref, name, "-o", "json"}, nsArgs...)...)
+		if err != nil {
+			t.Errorf("%s: get: %v\n%s", key, err, stderr)
+			w.Stop()
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON([]byte(out)); err != nil {
+			t.Fatal(err)
+		}
+		anns := obj.GetAnnotations()
+		anns["e2e.skiff.dev/step"] = "updated"
+		obj.SetAnnotations(anns)
+		data, _ := obj.MarshalJSON()
+		file := filepath.Join(t.TempDir(), "replace.json")
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, stderr, err := s.Kubectl(t, "", "replace", "-f", file); err != nil {
+			t.Errorf("%s: replace: %v\n%s", key, err, stderr)
+			w.Stop()
+			continue
+		}
+		next("the update", annotated("updated"))
+
+		if _, stderr, err := s.Kubectl(t, "", append([]string{"delete", ref, name, "--wait=false"}, nsArgs...)...); err != nil {
+			t.Errorf("%s: delete: %v\n%s", key, err, stderr)
+			w.Stop()
+			continue
+		}
+		// Objects held by a finalizer (volume protection) are marked.
+		next("the deletion", func(ev watch.Event) bool {
+			u, isU := ev.Object.(*unstructured.Unstructured)
+			return ev.Type == watch.Deleted || isU && ev.Type == watch.Modified && u.GetDeletionTimestamp() != nil
+		})
+		w.Stop()
 	}
 }
