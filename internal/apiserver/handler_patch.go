@@ -225,7 +225,7 @@ func (p *patchRequest) jsonPatch(ctx context.Context, current runtime.Object) (r
 	if err != nil {
 		return nil, err
 	}
-	served = p.ep.typedForEncoding(served)
+	served = p.ep.setServedKind(served)
 	curJSON, err := runtime.Encode(p.ep.codecs.json.Serializer, served)
 	if err != nil {
 		return nil, err

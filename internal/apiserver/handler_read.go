@@ -116,7 +116,7 @@ func (ep *endpoint) writeOutput(w http.ResponseWriter, r *http.Request, code int
 	case "PartialObjectMetadataList":
 		return newStatusError(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable, "PartialObjectMetadataList is only served for lists")
 	default:
-		ep.s.writeRaw(w, code, out, ep.typedForEncoding(obj))
+		ep.s.writeRaw(w, code, out, ep.setServedKind(obj))
 	}
 	return nil
 }

@@ -112,6 +112,20 @@ func (ep *endpoint) toInternal(obj runtime.Object) (runtime.Object, error) {
 	return obj, nil
 }
 
+// setServedKind sets the served apiVersion and kind on obj, an object the
+// request owns.
+func (ep *endpoint) setServedKind(obj runtime.Object) runtime.Object {
+	if isUnstructured(obj) {
+		return obj
+	}
+	gvk := ep.gvk
+	if kinds, _, err := ep.res.Kinds.ObjectKinds(obj); err == nil && len(kinds) > 0 && !containsKind(kinds, ep.gvk) {
+		gvk = kinds[0]
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return obj
+}
+
 // typedForEncoding returns obj, which may be shared (the watch cache's),
 // with the served apiVersion and kind set, to be encoded: a shallow copy
 // of the struct, which encoders only read, instead of a deep copy of the
