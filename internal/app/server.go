@@ -72,7 +72,15 @@ type ServerConfig struct {
 	// size. By default the server advises its heap for transparent huge
 	// pages when the kernel's mode is "madvise" (internal/hugepages).
 	NoHugePages bool
+	// ServiceAccountIssuer is the iss claim of the service account tokens
+	// the server issues, and the issuer it accepts; its API audience too.
+	// DefaultServiceAccountIssuer when empty.
+	ServiceAccountIssuer string
 }
+
+// DefaultServiceAccountIssuer is the service account token issuer of a
+// server not told another (kubeadm's and k3s's).
+const DefaultServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
 // systemNamespaces exist from the start.
 var systemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
@@ -136,9 +144,14 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	serverURL := "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 
 	catalog := registry.NewCatalog()
+	sa, err := newServiceAccounts(cfg.ServiceAccountIssuer, keys.ServiceAccountKey, serverURL, catalog)
+	if err != nil {
+		return err
+	}
 	api, err := apiserver.New(apiserver.Config{
 		Resources:    catalog,
-		Authenticate: authenticateClientCert,
+		Authenticate: sa.authn.Authenticate,
+		Paths:        sa.discovery,
 		Version:      Version(),
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -155,7 +168,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	stores := newStoreSet(client)
 	defer stores.close()
-	bi, err := newBuiltin(cfg.DataDir, stores, catalog, inProcess("system:apiserver", "system:masters"))
+	bi, err := newBuiltin(cfg.DataDir, stores, catalog, inProcess("system:apiserver", "system:masters"), sa.tokens)
 	if err != nil {
 		return err
 	}
@@ -364,16 +377,6 @@ func bootstrapNamespaces(ctx context.Context, cs kubernetes.Interface) error {
 		}
 	}
 	return nil
-}
-
-// authenticateClientCert accepts requests with a client certificate the
-// TLS layer verified against the cluster CA.
-func authenticateClientCert(r *http.Request) (apiserver.User, bool) {
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
-		return apiserver.User{}, false
-	}
-	name, groups := pki.UserFromCert(r.TLS.PeerCertificates[0])
-	return apiserver.User{Name: name, Groups: groups}, true
 }
 
 func loopbackFor(bind string) string {
