@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
+	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
@@ -259,7 +263,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := bootstrapNamespaces(gctx, cs); err != nil {
 			return err
 		}
-		if err := startControllers(gctx, g, controllers, cs, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
+		if err := startControllers(gctx, g, controllers, cs, keys.CA.CertPEM, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
@@ -305,10 +309,11 @@ func SchedulerClientConfig(rc *rest.Config) *rest.Config {
 	return c
 }
 
-// startControllers runs the controllers of the control plane in g; they
-// reach the API server through client-go like any other client, over
-// rc's in-process transport; the scheduler over schedRC's.
-func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
+// startControllers runs the controllers of the control plane in g, over
+// one shared informer factory; they reach the API server through client-go
+// like any other client, over rc's in-process transport; the scheduler
+// over schedRC's. rootCA is the cluster CA published in every namespace.
+func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, rootCA []byte, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return err
@@ -320,9 +325,31 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 	if err != nil {
 		return err
 	}
+	// kube-controller-manager's serviceaccount controller (a "default"
+	// ServiceAccount in every namespace) and root-ca-cert-publisher (the
+	// cluster CA as the kube-root-ca.crt ConfigMap in every namespace),
+	// one worker each as there.
+	saController, err := serviceaccountcontroller.NewServiceAccountsController(klog.Background(),
+		factory.Core().V1().ServiceAccounts(), factory.Core().V1().Namespaces(), cs,
+		serviceaccountcontroller.DefaultServiceAccountsControllerOptions())
+	if err != nil {
+		return fmt.Errorf("serviceaccount controller: %w", err)
+	}
+	caPublisher, err := rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), cs, rootCA)
+	if err != nil {
+		return fmt.Errorf("root-ca-cert-publisher: %w", err)
+	}
 	factory.Start(ctx.Done())
+	var controllers sync.WaitGroup
+	for _, run := range []func(context.Context){
+		nsController.Run,
+		func(ctx context.Context) { saController.Run(ctx, 1) },
+		func(ctx context.Context) { caPublisher.Run(ctx, 1) },
+	} {
+		controllers.Go(func() { run(ctx) })
+	}
 	g.Go(func() error {
-		nsController.Run(ctx)
+		controllers.Wait()
 		factory.Shutdown()
 		return nil
 	})
