@@ -44,9 +44,10 @@ const (
 // TestPods runs pods through the real kubelet and containerd of a `skiff
 // server`, driven by the real kubectl: the seed's journey (with kubectl
 // 1.27 and 1.33), crash-loop back-off, image pull errors, liveness and
-// readiness probes, graceful deletion and pod networking side by side,
-// each in a namespace of its own; then the restart-safety test kills the
-// server (SIGKILL) and starts it again on the same data dir.
+// readiness probes, graceful deletion, pod networking and the service
+// account token volume side by side, each in a namespace of its own; then
+// the restart-safety test kills the server (SIGKILL) and starts it again
+// on the same data dir.
 //
 // Pods set spec.nodeName except in the seed's journey, which leaves
 // scheduling to the scheduler and checks its Scheduled event.
@@ -86,6 +87,7 @@ func TestPods(t *testing.T) {
 			{"readiness", e.testReadiness},
 			{"grace-period", e.testGracePeriod},
 			{"network", e.testNetwork},
+			{"service-account-token", e.testServiceAccountToken},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
