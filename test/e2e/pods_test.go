@@ -257,7 +257,7 @@ func (e *podsEnv) testJourney(t *testing.T, version, image string) {
 	// describe pod: the events of the journey, and the pod as it runs.
 	out = k.ok("describe", "pod", "my-pod", "-n", ns)
 	framework.MustContain(t, "describe pod my-pod", out,
-		"Node:         "+e.node+"/", "Status:       Running", "State:          Running", "Ready:          True", "Restart Count:  0")
+		"Service Account:  default", "Node:             "+e.node+"/", "Status:           Running", "State:          Running", "Ready:          True", "Restart Count:  0")
 	evs := describeEvents(out)
 	want := []struct {
 		typ, reason, from string
@@ -442,7 +442,7 @@ func (e *podsEnv) testImagePull(t *testing.T) {
 	})
 
 	out := k.ok("describe", "pod", name, "-n", ns)
-	framework.MustContain(t, "describe pod missing", out, "Status:       Pending")
+	framework.MustContain(t, "describe pod missing", out, "Status:           Pending")
 	evs := describeEvents(out)
 	for _, w := range []struct{ typ, reason, msg string }{
 		{"Normal", "Pulling", fmt.Sprintf("Pulling image %q", missing)},
