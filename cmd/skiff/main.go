@@ -99,6 +99,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.StringVar(&cfg.PodCIDR, "pod-cidr", app.DefaultPodCIDR, "the local node's pod range until spec.podCIDR is assigned")
 	fs.StringVar(&cfg.CNIBridge, "cni-bridge", "cni0", "the local node's pod bridge (agents side by side need their own)")
 	fs.IntVar(&cfg.KubeletPort, "kubelet-port", kubeletserver.DefaultPort, "port of the local node's kubelet API (0: any free port; agents side by side need their own)")
+	fs.StringVar(&cfg.ServiceAccountIssuer, "service-account-issuer", app.DefaultServiceAccountIssuer, "issuer (iss claim) of the service account tokens the server issues and accepts, and the API server's audience; an https URL also serves OpenID discovery")
 	hugePages := fs.Bool("huge-pages", true, "back the server's memory with transparent huge pages when the kernel leaves that to programs (THP mode madvise): fewer page faults as the heap grows, for about a tenth more resident memory")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -18,6 +18,7 @@ func TestParseServerFlags(t *testing.T) {
 		wantEtcd      int
 		wantTaintKeys []string
 		wantNoSched   bool
+		wantIssuer    string
 	}{
 		{name: "defaults"},
 		{name: "huge pages off", args: []string{"--huge-pages=false"}, wantNoHuge: true},
@@ -26,6 +27,7 @@ func TestParseServerFlags(t *testing.T) {
 		{name: "external etcd", args: []string{"--etcd-servers", "https://127.0.0.1:2379,https://127.0.0.2:2379"}, wantEtcd: 2},
 		{name: "taints", args: []string{"--register-with-taints", "dedicated=gpu:NoSchedule"}, wantTaintKeys: []string{"dedicated"}},
 		{name: "bad taint", args: []string{"--register-with-taints", "dedicated=gpu:Sometimes"}, wantErrText: "Sometimes"},
+		{name: "service account issuer", args: []string{"--service-account-issuer", "https://skiff.example"}, wantIssuer: "https://skiff.example"},
 		{name: "unknown flag", args: []string{"--no-such-flag"}, wantErr: errUsage},
 		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp},
 	}
@@ -61,6 +63,13 @@ func TestParseServerFlags(t *testing.T) {
 			}
 			if strings.Join(keys, ",") != strings.Join(tt.wantTaintKeys, ",") {
 				t.Errorf("taints %q, want %q", keys, tt.wantTaintKeys)
+			}
+			wantIssuer := tt.wantIssuer
+			if wantIssuer == "" {
+				wantIssuer = "https://kubernetes.default.svc.cluster.local"
+			}
+			if cfg.ServiceAccountIssuer != wantIssuer {
+				t.Errorf("ServiceAccountIssuer = %q, want %q", cfg.ServiceAccountIssuer, wantIssuer)
 			}
 			if cfg.SecurePort != 6443 || cfg.CNIBridge != "cni0" || cfg.ImageGC == nil {
 				t.Errorf("defaults lost: port %d, bridge %q, image GC %v", cfg.SecurePort, cfg.CNIBridge, cfg.ImageGC)

@@ -26,8 +26,14 @@ import (
 
 // User is an authenticated caller.
 type User struct {
-	Name   string
+	Name string
+	// UID identifies the user across name reuse (a service account's uid);
+	// empty for certificate users.
+	UID    string
 	Groups []string
+	// Extra is what the authenticator knows besides (for service account
+	// tokens: the bound pod, node and the credential's id).
+	Extra map[string][]string
 }
 
 // Config is what the API server is built from. The caller owns the
@@ -47,6 +53,9 @@ type Config struct {
 	Authenticate func(r *http.Request) (User, bool)
 	// OpenAPI serves /openapi/v2 and /openapi/v3...; nil answers 404.
 	OpenAPI http.Handler
+	// Paths serve other non-resource paths (exact match) to authenticated
+	// callers: the service account issuer's OpenID discovery.
+	Paths map[string]http.Handler
 	// Version is served at /version.
 	Version version.Info
 	// Clock stamps creation and deletion times; nil means the real clock.
@@ -149,6 +158,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/metrics":
 		s.metrics.serve(w, r)
 		return
+	case s.cfg.Paths[path] != nil:
+		s.cfg.Paths[path].ServeHTTP(w, r)
+		return
 	case strings.HasPrefix(path, "/openapi/"):
 		if s.cfg.OpenAPI == nil {
 			s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, path))
@@ -203,7 +215,7 @@ func withUser(ctx context.Context, u User) context.Context {
 	if !slices.Contains(groups, user.AllAuthenticated) {
 		groups = append(slices.Clip(groups), user.AllAuthenticated)
 	}
-	ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: u.Name, Groups: groups})
+	ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: groups, Extra: u.Extra})
 	return context.WithValue(ctx, userKey{}, u)
 }
 

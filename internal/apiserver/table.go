@@ -106,8 +106,12 @@ func (ep *endpoint) toInternal(obj runtime.Object) (runtime.Object, error) {
 	if err == nil && len(kinds) > 0 && kinds[0].GroupVersion() == ep.res.InternalVersion {
 		return obj, nil
 	}
-	if st := ep.res.Stored; st != nil && reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) {
-		return ep.res.Kinds.ConvertToVersion(obj, st.InternalVersion())
+	if reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) {
+		internal := ep.res.InternalVersion
+		if st := ep.res.Stored; st != nil {
+			internal = st.InternalVersion() // events.k8s.io events are stored as core ones
+		}
+		return ep.res.Kinds.ConvertToVersion(obj, internal)
 	}
 	return obj, nil
 }

@@ -29,12 +29,11 @@ import (
 
 // admissionNotYet are admission plugins kube-apiserver enables by default
 // that skiff leaves off until what they rely on is in place:
-// ServiceAccount needs service account tokens and their controllers;
 // TaintNodesByCondition taints new nodes not-ready, which the node
 // lifecycle controller lifts; the webhooks need a service resolver that
 // reaches Services.
 var admissionNotYet = sets.New(
-	"ServiceAccount", "TaintNodesByCondition", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook",
+	"TaintNodesByCondition", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook",
 )
 
 // admissionPlugins are the plugins skiff runs, in kube-apiserver's order:

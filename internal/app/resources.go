@@ -62,9 +62,10 @@ func (s *storeSet) close() {
 }
 
 // newBuiltin builds the built-in resources over the server's Stores:
-// their registry reaches the server through loopback, and pods' streams go
-// to kubelets through skiff's kubelet proxy.
-func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loopback *rest.Config) (*builtin.Builtin, error) {
+// their registry reaches the server through loopback, pods' streams go
+// to kubelets through skiff's kubelet proxy, and TokenRequest issues
+// tokens as tokens says.
+func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loopback *rest.Config, tokens builtin.ServiceAccountTokens) (*builtin.Builtin, error) {
 	kubeletTLS, err := pki.KubeletClientTLSConfig(dataDir)
 	if err != nil {
 		return nil, err
@@ -105,9 +106,10 @@ func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loo
 			PreferredAddressTypes: []string{string(corev1.NodeInternalIP), string(corev1.NodeInternalDNS), string(corev1.NodeHostName), string(corev1.NodeExternalIP), string(corev1.NodeExternalDNS)},
 			TLSClientConfig:       kubeletclient.KubeletTLSConfig{CertFile: certFile, KeyFile: keyFile, CAFile: filepath.Join(dataDir, pki.PKIDirName, pki.CACertFile)},
 		},
-		KubeletProxy: proxy,
-		Authorizer:   authz,
-		RuleResolver: authz,
+		KubeletProxy:         proxy,
+		Authorizer:           authz,
+		RuleResolver:         authz,
+		ServiceAccountTokens: tokens,
 	})
 }
 

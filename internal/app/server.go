@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
+	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
@@ -74,7 +78,15 @@ type ServerConfig struct {
 	// size. By default the server advises its heap for transparent huge
 	// pages when the kernel's mode is "madvise" (internal/hugepages).
 	NoHugePages bool
+	// ServiceAccountIssuer is the iss claim of the service account tokens
+	// the server issues, and the issuer it accepts; its API audience too.
+	// DefaultServiceAccountIssuer when empty.
+	ServiceAccountIssuer string
 }
+
+// DefaultServiceAccountIssuer is the service account token issuer of a
+// server not told another (kubeadm's and k3s's).
+const DefaultServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
 // systemNamespaces exist from the start.
 var systemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
@@ -138,9 +150,14 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	serverURL := "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 
 	catalog := registry.NewCatalog()
+	sa, err := newServiceAccounts(cfg.ServiceAccountIssuer, keys.ServiceAccountKey, serverURL, catalog)
+	if err != nil {
+		return err
+	}
 	api, err := apiserver.New(apiserver.Config{
 		Resources:    catalog,
-		Authenticate: authenticateClientCert,
+		Authenticate: sa.authn.Authenticate,
+		Paths:        sa.discovery,
 		Version:      Version(),
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -157,7 +174,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	stores := newStoreSet(client)
 	defer stores.close()
-	bi, err := newBuiltin(cfg.DataDir, stores, catalog, inProcess("system:apiserver", "system:masters"))
+	bi, err := newBuiltin(cfg.DataDir, stores, catalog, inProcess("system:apiserver", "system:masters"), sa.tokens)
 	if err != nil {
 		return err
 	}
@@ -252,7 +269,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			runKubernetesService(gctx, client, cs, advertiseAddress(cfg.BindAddress), ln.Addr().(*net.TCPAddr).Port)
 			return nil
 		})
-		if err := startControllers(gctx, g, controllers, cs, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
+		if err := startControllers(gctx, g, controllers, cs, keys.CA.CertPEM, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
@@ -298,10 +315,11 @@ func SchedulerClientConfig(rc *rest.Config) *rest.Config {
 	return c
 }
 
-// startControllers runs the controllers of the control plane in g; they
-// reach the API server through client-go like any other client, over
-// rc's in-process transport; the scheduler over schedRC's.
-func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
+// startControllers runs the controllers of the control plane in g, over
+// one shared informer factory; they reach the API server through client-go
+// like any other client, over rc's in-process transport; the scheduler
+// over schedRC's. rootCA is the cluster CA published in every namespace.
+func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, rootCA []byte, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return err
@@ -313,9 +331,31 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 	if err != nil {
 		return err
 	}
+	// kube-controller-manager's serviceaccount controller (a "default"
+	// ServiceAccount in every namespace) and root-ca-cert-publisher (the
+	// cluster CA as the kube-root-ca.crt ConfigMap in every namespace),
+	// one worker each as there.
+	saController, err := serviceaccountcontroller.NewServiceAccountsController(klog.Background(),
+		factory.Core().V1().ServiceAccounts(), factory.Core().V1().Namespaces(), cs,
+		serviceaccountcontroller.DefaultServiceAccountsControllerOptions())
+	if err != nil {
+		return fmt.Errorf("serviceaccount controller: %w", err)
+	}
+	caPublisher, err := rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), cs, rootCA)
+	if err != nil {
+		return fmt.Errorf("root-ca-cert-publisher: %w", err)
+	}
 	factory.Start(ctx.Done())
+	var controllers sync.WaitGroup
+	for _, run := range []func(context.Context){
+		nsController.Run,
+		func(ctx context.Context) { saController.Run(ctx, 1) },
+		func(ctx context.Context) { caPublisher.Run(ctx, 1) },
+	} {
+		controllers.Go(func() { run(ctx) })
+	}
 	g.Go(func() error {
-		nsController.Run(ctx)
+		controllers.Wait()
 		factory.Shutdown()
 		return nil
 	})
@@ -370,16 +410,6 @@ func bootstrapNamespaces(ctx context.Context, cs kubernetes.Interface) error {
 		}
 	}
 	return nil
-}
-
-// authenticateClientCert accepts requests with a client certificate the
-// TLS layer verified against the cluster CA.
-func authenticateClientCert(r *http.Request) (apiserver.User, bool) {
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
-		return apiserver.User{}, false
-	}
-	name, groups := pki.UserFromCert(r.TLS.PeerCertificates[0])
-	return apiserver.User{Name: name, Groups: groups}, true
 }
 
 func loopbackFor(bind string) string {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -25,6 +26,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	cri "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
+
+	"github.com/skiff-sh/skiff/internal/kubelet/token"
 )
 
 // Config is what a kubelet runs with.
@@ -109,6 +112,8 @@ type Kubelet struct {
 	pullErrors sync.Map
 	probes     *probeManager
 	status     *statusManager
+	// tokens are the service account tokens of projected volumes.
+	tokens *token.Manager
 
 	mu               sync.Mutex
 	workers          map[types.UID]*podWorker
@@ -188,6 +193,16 @@ func New(cfg Config) (*Kubelet, error) {
 	k.pullBack.Clock = cfg.Clock
 	k.probes = newProbeManager(k)
 	k.status = newStatusManager(k)
+	tokens, err := token.New(token.Config{
+		Clock: cfg.Clock,
+		Request: func(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+			return cfg.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, tr, metav1.CreateOptions{})
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: %w", err)
+	}
+	k.tokens = tokens
 	return k, nil
 }
 

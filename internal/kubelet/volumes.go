@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	volumeutil "k8s.io/kubernetes/pkg/volume/util"
 )
 
 // volumesDir holds a pod's volumes, one directory per plugin as the
@@ -193,10 +194,12 @@ func setupHostPath(hp *corev1.HostPathVolumeSource) error {
 	return nil
 }
 
-// file is one file of a volume's payload.
+// file is one file of a volume's payload. uid and gid, when set, are its
+// owner and group; otherwise it is the kubelet's.
 type file struct {
-	data []byte
-	mode os.FileMode
+	data     []byte
+	mode     os.FileMode
+	uid, gid *int64
 }
 
 func fileMode(item, def *int32) os.FileMode {
@@ -283,13 +286,13 @@ func (k *Kubelet) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolum
 	return out, nil
 }
 
-// tokenFile asks the API server for a service account token; a server
-// without TokenRequest leaves the file out.
+// tokenFile is a projected serviceAccountToken source: a token of the
+// pod's service account bound to the pod, from the token manager (which
+// renews it after 80% of its lifetime or 24 hours; every sync passes
+// here). Its mode is the volume's, or 0600 owned by the pod's user when
+// all its containers run as one, or 0640 in the pod's fsGroup, as the
+// kubelet's projected volume plugin leaves it.
 func (k *Kubelet) tokenFile(ctx context.Context, pod *corev1.Pod, src *corev1.ServiceAccountTokenProjection, defMode *int32) (map[string]file, error) {
-	sa := pod.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default"
-	}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: src.ExpirationSeconds,
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
@@ -297,12 +300,20 @@ func (k *Kubelet) tokenFile(ctx context.Context, pod *corev1.Pod, src *corev1.Se
 	if src.Audience != "" {
 		req.Spec.Audiences = []string{src.Audience}
 	}
-	tr, err := k.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	tr, err := k.tokens.Get(ctx, pod.Namespace, pod.Spec.ServiceAccountName, req)
 	if err != nil {
-		slog.Debug("service account token not available", "pod", klogRef(pod), "err", err)
-		return map[string]file{}, nil
+		return nil, err
 	}
-	return map[string]file{src.Path: {data: []byte(tr.Status.Token), mode: fileMode(nil, defMode)}}, nil
+	f := file{data: []byte(tr.Status.Token), mode: fileMode(nil, defMode)}
+	if f.uid = volumeutil.FsUserFrom(pod); f.uid != nil {
+		f.mode = 0o600
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		// The kubelet writes 0600, then its volume ownership pass adds
+		// group read and the fsGroup.
+		f.mode, f.gid = 0o640, sc.FSGroup
+	}
+	return map[string]file{src.Path: f}, nil
 }
 
 // writeAtomic publishes a volume's payload the way the kubelet's atomic
@@ -316,7 +327,8 @@ func writeAtomic(dir string, files map[string]file) error {
 	paths := sortedKeys(files)
 	h := sha256.New()
 	for _, p := range paths {
-		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", p, files[p].mode, len(files[p].data))
+		f := files[p]
+		fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00", p, f.mode, idOr(f.uid, -1), idOr(f.gid, -1), len(f.data))
 		h.Write(files[p].data)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
@@ -343,6 +355,11 @@ func writeAtomic(dir string, files map[string]file) error {
 			return err
 		}
 		_ = os.Chmod(full, files[p].mode)
+		if f := files[p]; f.uid != nil || f.gid != nil {
+			if err := os.Lchown(full, idOr(f.uid, -1), idOr(f.gid, -1)); err != nil {
+				return fmt.Errorf("set owner of %q: %w", p, err)
+			}
+		}
 	}
 	if err := os.WriteFile(filepath.Join(tsDir, "..hash"), []byte(sum), 0o644); err != nil {
 		return err
@@ -378,9 +395,19 @@ func writeAtomic(dir string, files map[string]file) error {
 	return nil
 }
 
+// idOr is *id, or def when id is nil.
+func idOr(id *int64, def int) int {
+	if id == nil {
+		return def
+	}
+	return int(*id)
+}
+
 // unmountVolumes tears a pod's volumes down: tmpfs mounts are unmounted,
-// directories removed. hostPath volumes are left alone.
+// directories removed, service account tokens forgotten. hostPath volumes
+// are left alone.
 func (k *Kubelet) unmountVolumes(uid types.UID) {
+	k.tokens.Forget(uid)
 	root := k.volumesDir(uid)
 	plugins, _ := os.ReadDir(root)
 	var mounts []string

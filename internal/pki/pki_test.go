@@ -83,6 +83,8 @@ func TestEnsureServerPKIFreshDir(t *testing.T) {
 		filepath.Join(pkiDir, "apiserver.key"):    0o600,
 		filepath.Join(pkiDir, "admin.crt"):        0o644,
 		filepath.Join(pkiDir, "admin.key"):        0o600,
+		filepath.Join(pkiDir, "sa.key"):           0o600,
+		filepath.Join(pkiDir, "sa.pub"):           0o644,
 		filepath.Join(dataDir, "kubeconfig.yaml"): 0o600,
 	}
 	for path, want := range wantModes {
@@ -93,8 +95,8 @@ func TestEnsureServerPKIFreshDir(t *testing.T) {
 	if kubeconfig != filepath.Join(dataDir, "kubeconfig.yaml") {
 		t.Errorf("kubeconfig path = %s", kubeconfig)
 	}
-	if got := len(readFiles(t, pkiDir)); got != 6 {
-		t.Errorf("pki dir holds %d files, want 6 (no temporary files left)", got)
+	if got := len(readFiles(t, pkiDir)); got != 8 {
+		t.Errorf("pki dir holds %d files, want 8 (no temporary files left)", got)
 	}
 
 	ca := loadCert(t, p.CA.CertFile)

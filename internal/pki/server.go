@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -38,13 +39,17 @@ type ServerPKI struct {
 	ServingCertFile, ServingKeyFile string
 	// AdminCertFile and AdminKeyFile authenticate as AdminUser in AdminGroup.
 	AdminCertFile, AdminKeyFile string
+	// ServiceAccountKey signs service account tokens (see
+	// EnsureServiceAccountKey). Callers must not modify it.
+	ServiceAccountKey crypto.Signer
 }
 
 // EnsureServerPKI creates or reuses everything a server needs under dataDir/pki (mode
 // 0700): the CA (see EnsureCA for when that fails), the serving certificate
 // ServingCertName for the default names plus extraHosts (see EnsureServingCert; pass the
 // service IP, e.g. 10.43.0.1, and the bind address) and the admin client certificate
-// (CN=skiff-admin, O=system:masters). It writes no kubeconfig; see WriteAdminKubeconfig.
+// (CN=skiff-admin, O=system:masters), and the service account signing key
+// (EnsureServiceAccountKey). It writes no kubeconfig; see WriteAdminKubeconfig.
 func EnsureServerPKI(dataDir string, extraHosts []string) (*ServerPKI, error) {
 	dir := filepath.Join(dataDir, PKIDirName)
 	if err := ensureDir(dir); err != nil {
@@ -62,6 +67,9 @@ func EnsureServerPKI(dataDir string, extraHosts []string) (*ServerPKI, error) {
 	p.AdminCertFile, p.AdminKeyFile, err = ca.EnsureClientCert(dir, AdminCertName, AdminUser, []string{AdminGroup})
 	if err != nil {
 		return nil, fmt.Errorf("server PKI: admin certificate: %w", err)
+	}
+	if p.ServiceAccountKey, err = EnsureServiceAccountKey(dir); err != nil {
+		return nil, fmt.Errorf("server PKI: %w", err)
 	}
 	return p, nil
 }

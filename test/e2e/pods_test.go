@@ -44,9 +44,10 @@ const (
 // TestPods runs pods through the real kubelet and containerd of a `skiff
 // server`, driven by the real kubectl: the seed's journey (with kubectl
 // 1.27 and 1.33), crash-loop back-off, image pull errors, liveness and
-// readiness probes, graceful deletion and pod networking side by side,
-// each in a namespace of its own; then the restart-safety test kills the
-// server (SIGKILL) and starts it again on the same data dir.
+// readiness probes, graceful deletion, pod networking and the service
+// account token volume side by side, each in a namespace of its own; then
+// the restart-safety test kills the server (SIGKILL) and starts it again
+// on the same data dir.
 //
 // Pods set spec.nodeName except in the seed's journey, which leaves
 // scheduling to the scheduler and checks its Scheduled event.
@@ -86,6 +87,7 @@ func TestPods(t *testing.T) {
 			{"readiness", e.testReadiness},
 			{"grace-period", e.testGracePeriod},
 			{"network", e.testNetwork},
+			{"service-account-token", e.testServiceAccountToken},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -255,7 +257,7 @@ func (e *podsEnv) testJourney(t *testing.T, version, image string) {
 	// describe pod: the events of the journey, and the pod as it runs.
 	out = k.ok("describe", "pod", "my-pod", "-n", ns)
 	framework.MustContain(t, "describe pod my-pod", out,
-		"Node:         "+e.node+"/", "Status:       Running", "State:          Running", "Ready:          True", "Restart Count:  0")
+		"Service Account:  default", "Node:             "+e.node+"/", "Status:           Running", "State:          Running", "Ready:          True", "Restart Count:  0")
 	evs := describeEvents(out)
 	want := []struct {
 		typ, reason, from string
@@ -440,7 +442,7 @@ func (e *podsEnv) testImagePull(t *testing.T) {
 	})
 
 	out := k.ok("describe", "pod", name, "-n", ns)
-	framework.MustContain(t, "describe pod missing", out, "Status:       Pending")
+	framework.MustContain(t, "describe pod missing", out, "Status:           Pending")
 	evs := describeEvents(out)
 	for _, w := range []struct{ typ, reason, msg string }{
 		{"Normal", "Pulling", fmt.Sprintf("Pulling image %q", missing)},

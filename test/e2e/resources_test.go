@@ -42,24 +42,15 @@ var knownDifferences = map[string]string{
 	// controller marks FlowSchemas Dangling or not.
 	"flowschemas.flowcontrol.apiserver.k8s.io .status.conditions": "API Priority and Fairness",
 	"table flowschemas.flowcontrol.apiserver.k8s.io row 0 cells":  "API Priority and Fairness",
-	// ServiceAccount admission is off until service account tokens are
-	// served (internal/app/admission.go).
-	"pods.core .spec.serviceAccount":                         "ServiceAccount admission",
-	"pods.core .spec.serviceAccountName":                     "ServiceAccount admission",
-	"pods.core .spec.volumes":                                "ServiceAccount admission",
-	"pods.core .spec.containers[0].volumeMounts":             "ServiceAccount admission",
-	"pods.core .spec.initContainers[0].volumeMounts":         "ServiceAccount admission",
-	"pods.core .metadata.managedFields[0].fieldsV1":          "ServiceAccount admission",
-	"nodes.core .spec.taints":                                "TaintNodesByCondition needs the node lifecycle controller",
-	"table nodes.core row 0 cells":                           "TaintNodesByCondition: kube-apiserver's node is tainted",
-	"table pods.core row 0 cells":                            "ServiceAccount admission",
-	"review-SelfSubjectReview .status.userInfo.username":     "the admin's user name",
-	"review-SelfSubjectReview .status.userInfo.groups":       "the admin's groups",
-	"review-SelfSubjectRulesReview .status.resourceRules":    "RBAC is not enforced yet: skiff's authorizer allows all",
-	"review-SelfSubjectRulesReview .status.nonResourceRules": "RBAC is not enforced yet: skiff's authorizer allows all",
-	"review-SelfSubjectRulesReview .status.incomplete":       "RBAC is not enforced yet: skiff's authorizer allows all",
-	"review-SubjectAccessReview .status.reason":              "RBAC is not enforced yet: skiff's authorizer allows all",
-	"review-LocalSubjectAccessReview .status.reason":         "RBAC is not enforced yet: skiff's authorizer allows all",
+	"nodes.core .spec.taints":                                     "TaintNodesByCondition needs the node lifecycle controller",
+	"table nodes.core row 0 cells":                                "TaintNodesByCondition: kube-apiserver's node is tainted",
+	"review-SelfSubjectReview .status.userInfo.username":          "the admin's user name",
+	"review-SelfSubjectReview .status.userInfo.groups":            "the admin's groups",
+	"review-SelfSubjectRulesReview .status.resourceRules":         "RBAC is not enforced yet: skiff's authorizer allows all",
+	"review-SelfSubjectRulesReview .status.nonResourceRules":      "RBAC is not enforced yet: skiff's authorizer allows all",
+	"review-SelfSubjectRulesReview .status.incomplete":            "RBAC is not enforced yet: skiff's authorizer allows all",
+	"review-SubjectAccessReview .status.reason":                   "RBAC is not enforced yet: skiff's authorizer allows all",
+	"review-LocalSubjectAccessReview .status.reason":              "RBAC is not enforced yet: skiff's authorizer allows all",
 }
 
 // volatile are values that differ between any two servers or runs.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -40,6 +41,7 @@ import (
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 	nodestore "k8s.io/kubernetes/pkg/registry/core/node/storage"
 	podstore "k8s.io/kubernetes/pkg/registry/core/pod/storage"
+	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/kubeletproxy"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
@@ -73,6 +75,27 @@ type Config struct {
 	RuleResolver authorizer.RuleResolver
 	// EventTTL is how long events live (one hour by default).
 	EventTTL time.Duration
+	// ServiceAccountTokens is how serviceaccounts/token (TokenRequest)
+	// issues tokens; without an Issuer it is not served.
+	ServiceAccountTokens ServiceAccountTokens
+}
+
+// ServiceAccountTokens configures TokenRequest as kube-apiserver's
+// --service-account-* flags do.
+type ServiceAccountTokens struct {
+	// Issuer signs the tokens (upstream's serviceaccount.JWTTokenGenerator).
+	Issuer serviceaccount.TokenGenerator
+	// APIAudiences are the audiences of a token requested without any:
+	// the API server's own.
+	APIAudiences authenticator.Audiences
+	// MaxExpiration caps the lifetime a request may ask for; 0 caps
+	// nothing (--service-account-max-token-expiration).
+	MaxExpiration time.Duration
+	// ExtendExpiration makes pod-bound tokens asked for the kubelet's
+	// default lifetime (3607 s) valid for MaxExtendedExpiration, warning
+	// past 3607 s (--service-account-extend-token-expiration).
+	ExtendExpiration      bool
+	MaxExtendedExpiration time.Duration
 }
 
 // Builtin is the built-in resources and the background work their
@@ -226,6 +249,11 @@ func (b *Builtin) coreStorage(cfg Config, getter *optionsGetter, client kubernet
 		m["pods/resize"] = pods.Resize
 	}
 	m["bindings"] = pods.LegacyBinding
+	if cfg.ServiceAccountTokens.Issuer != nil {
+		if err := serviceAccountStorage(m, cfg, getter, client, pods, nodes); err != nil {
+			return nil, err
+		}
+	}
 	others, err := b.coreRest(cfg, getter, client, pods)
 	if err != nil {
 		return nil, err

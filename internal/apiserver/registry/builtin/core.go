@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/core/componentstatus"
 	endpointsstore "k8s.io/kubernetes/pkg/registry/core/endpoint/storage"
 	limitrangestore "k8s.io/kubernetes/pkg/registry/core/limitrange/storage"
+	nodestore "k8s.io/kubernetes/pkg/registry/core/node/storage"
 	pvstore "k8s.io/kubernetes/pkg/registry/core/persistentvolume/storage"
 	pvcstore "k8s.io/kubernetes/pkg/registry/core/persistentvolumeclaim/storage"
 	podstore "k8s.io/kubernetes/pkg/registry/core/pod/storage"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/core/service/portallocator"
 	portallocatorcontroller "k8s.io/kubernetes/pkg/registry/core/service/portallocator/controller"
 	servicestore "k8s.io/kubernetes/pkg/registry/core/service/storage"
+	serviceaccountstore "k8s.io/kubernetes/pkg/registry/core/serviceaccount/storage"
 	netutils "k8s.io/utils/net"
 )
 
@@ -44,6 +46,32 @@ func genericCoreStorage(eventTTL time.Duration, getter generic.RESTOptionsGetter
 		return nil, err
 	}
 	return info.VersionedResourcesStorageMap["v1"], nil
+}
+
+// serviceAccountStorage replaces the generic serviceaccounts storage of m
+// with one that serves serviceaccounts/token, as kube-apiserver's legacy
+// core provider does: tokens bound to pods, secrets and nodes look those
+// up in their registry stores; tokens bound to webhook configurations
+// through the API.
+func serviceAccountStorage(m map[string]rest.Storage, cfg Config, getter generic.RESTOptionsGetter, client kubernetes.Interface, pods podstore.PodStorage, nodes *nodestore.NodeStorage) error {
+	secrets, ok := m["secrets"].(rest.Getter)
+	if !ok {
+		return fmt.Errorf("serviceaccounts/token: secrets storage is a %T", m["secrets"])
+	}
+	sa := cfg.ServiceAccountTokens
+	st, err := serviceaccountstore.NewREST(getter, sa.Issuer, sa.APIAudiences, cfg.Authorizer, sa.MaxExpiration,
+		pods.Pod.Store, secrets, nodes.Node.Store,
+		client.AdmissionregistrationV1().ValidatingWebhookConfigurations(), client.AdmissionregistrationV1().MutatingWebhookConfigurations(),
+		sa.ExtendExpiration, sa.MaxExtendedExpiration)
+	if err != nil {
+		return fmt.Errorf("serviceaccounts: %w", err)
+	}
+	if old := m["serviceaccounts"]; old != nil {
+		old.Destroy()
+	}
+	m["serviceaccounts"] = st
+	m["serviceaccounts/token"] = st.Token
+	return nil
 }
 
 // coreRest builds the rest of core/v1 beyond the generic part, pods and

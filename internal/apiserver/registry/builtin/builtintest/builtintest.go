@@ -3,6 +3,9 @@
 package builtintest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"sync"
 	"testing"
 
@@ -10,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
@@ -29,6 +33,16 @@ func Resources(t testing.TB) []*registry.Resource {
 	t.Helper()
 	built.once.Do(func() {
 		authz := authorizerfactory.NewAlwaysAllowAuthorizer()
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			built.err = err
+			return
+		}
+		issuer, err := serviceaccount.JWTTokenGenerator("https://kubernetes.default.svc.cluster.local", key)
+		if err != nil {
+			built.err = err
+			return
+		}
 		b, err := builtin.New(builtin.Config{
 			NewStore: func(schema.GroupResource, string, runtime.Codec, func() runtime.Object) (storage.Store, error) {
 				return nil, nil
@@ -36,6 +50,10 @@ func Resources(t testing.TB) []*registry.Resource {
 			Loopback:     &rest.Config{Host: "http://127.0.0.1:1"},
 			Authorizer:   authz,
 			RuleResolver: authz,
+			ServiceAccountTokens: builtin.ServiceAccountTokens{
+				Issuer:       issuer,
+				APIAudiences: []string{"https://kubernetes.default.svc.cluster.local"},
+			},
 		})
 		if err != nil {
 			built.err = err

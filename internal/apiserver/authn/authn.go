@@ -1,0 +1,117 @@
+// Package authn authenticates the API server's requests as kube-apiserver
+// does: by a client certificate the TLS layer verified against the cluster
+// CA, else by a service account's bearer token, checked by upstream's
+// service account authenticator (k8s.io/kubernetes/pkg/serviceaccount).
+package authn
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/request/websocket"
+	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
+	"k8s.io/kubernetes/pkg/serviceaccount"
+
+	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/pki"
+)
+
+// Config is what an Authenticator checks requests with.
+type Config struct {
+	// Issuers are the service account token issuers accepted (the iss
+	// claim); tokens of other issuers are not service account tokens.
+	// Required.
+	Issuers []string
+	// APIAudiences are the audiences a token must have one of: the API
+	// server's own. Required.
+	APIAudiences authenticator.Audiences
+	// PublicKeys verify tokens' signatures. Required.
+	PublicKeys serviceaccount.PublicKeysGetter
+	// Objects looks up what a token names (its service account, and the
+	// pod, secret or node it is bound to), so that a token stops working
+	// once they are deleted. Required.
+	Objects serviceaccount.ServiceAccountTokenGetter
+	// SuccessCacheTTL is how long a token's successful authentication is
+	// remembered: kube-apiserver's --token-success-cache-ttl, 10 s when
+	// zero, negative for none. Failures are not remembered, as there.
+	SuccessCacheTTL time.Duration
+}
+
+// Authenticator authenticates requests; build it with New.
+type Authenticator struct {
+	auds authenticator.Audiences
+	// tokens is bearer tokens, in the Authorization header or in a
+	// WebSocket subprotocol, system:authenticated added.
+	tokens authenticator.Request
+}
+
+// New validates cfg and builds the authenticator chain.
+func New(cfg Config) (*Authenticator, error) {
+	switch {
+	case len(cfg.Issuers) == 0:
+		return nil, errors.New("authn: no service account issuer")
+	case len(cfg.APIAudiences) == 0:
+		return nil, errors.New("authn: no API audiences")
+	case cfg.PublicKeys == nil:
+		return nil, errors.New("authn: no service account public keys")
+	case cfg.Objects == nil:
+		return nil, errors.New("authn: no object getter")
+	}
+	if cfg.SuccessCacheTTL == 0 {
+		cfg.SuccessCacheTTL = 10 * time.Second
+	}
+	var token authenticator.Token = serviceaccount.JWTTokenAuthenticator(cfg.Issuers, cfg.PublicKeys, cfg.APIAudiences,
+		serviceaccount.NewValidator(cfg.Objects))
+	if cfg.SuccessCacheTTL > 0 {
+		token = tokencache.New(token, true, cfg.SuccessCacheTTL, 0)
+	}
+	return &Authenticator{
+		auds:   cfg.APIAudiences,
+		tokens: group.NewAuthenticatedGroupAdder(union.New(bearertoken.New(token), websocket.NewProtocolAuthenticator(token))),
+	}, nil
+}
+
+// Authenticate returns the caller of r, or false when r carries no
+// credentials or bad ones (the API server answers 401). A bearer token
+// that authenticates is removed from r's headers, so that nothing past
+// authentication (a proxy) passes it on.
+func (a *Authenticator) Authenticate(r *http.Request) (apiserver.User, bool) {
+	if u, ok := ClientCert(r); ok {
+		return u, true
+	}
+	req := r.WithContext(authenticator.WithAudiences(r.Context(), a.auds))
+	resp, ok, err := a.tokens.AuthenticateRequest(req)
+	if err != nil || !ok {
+		if err != nil {
+			slog.Debug("unable to authenticate the request", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		return apiserver.User{}, false
+	}
+	if len(resp.Audiences) > 0 && len(a.auds.Intersect(resp.Audiences)) == 0 {
+		// kube-apiserver's audiencesAreAcceptable: the audiences the
+		// token was accepted for must include one of the server's.
+		slog.Debug("unable to authenticate the request", "method", r.Method, "path", r.URL.Path,
+			"err", fmt.Errorf("unable to match the audience: %v, accepted: %v", resp.Audiences, a.auds))
+		return apiserver.User{}, false
+	}
+	u := resp.User
+	return apiserver.User{Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}, true
+}
+
+// ClientCert authenticates a request by the client certificate the TLS
+// layer verified against the cluster CA: the common name is the user,
+// the organizations its groups.
+func ClientCert(r *http.Request) (apiserver.User, bool) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
+		return apiserver.User{}, false
+	}
+	name, groups := pki.UserFromCert(r.TLS.PeerCertificates[0])
+	return apiserver.User{Name: name, Groups: groups}, true
+}

@@ -1,0 +1,96 @@
+package app
+
+import (
+	"context"
+	"crypto"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/kubernetes/pkg/serviceaccount"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/authn"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
+)
+
+// serviceAccounts is how the server issues service account tokens
+// (TokenRequest), authenticates requests (client certificates and those
+// tokens) and publishes the issuer's OpenID discovery.
+type serviceAccounts struct {
+	tokens    builtin.ServiceAccountTokens
+	authn     *authn.Authenticator
+	discovery map[string]http.Handler
+}
+
+// newServiceAccounts sets up service account tokens signed by key for
+// issuer (DefaultServiceAccountIssuer when empty), with kube-apiserver's
+// defaults: the issuer is the API audience, no cap on lifetimes, pod-bound
+// tokens of the kubelet's default lifetime extended to a year. Tokens are
+// checked against the objects stored in catalog's resources. serverURL's
+// host is where the keys document is said to be.
+func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, catalog *registry.Catalog) (*serviceAccounts, error) {
+	if issuer == "" {
+		issuer = DefaultServiceAccountIssuer
+	}
+	if err := validateIssuer(issuer); err != nil {
+		return nil, err
+	}
+	gen, err := serviceaccount.JWTTokenGenerator(issuer, key)
+	if err != nil {
+		return nil, fmt.Errorf("service account token generator: %w", err)
+	}
+	keys, err := serviceaccount.StaticPublicKeysGetter([]any{key.Public()})
+	if err != nil {
+		return nil, fmt.Errorf("service account public keys: %w", err)
+	}
+	auds := authenticator.Audiences{issuer}
+	a, err := authn.New(authn.Config{
+		Issuers:      []string{issuer},
+		APIAudiences: auds,
+		PublicKeys:   keys,
+		Objects: authn.Objects(func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (runtime.Object, error) {
+			return getStored(ctx, catalog, gvr, namespace, name)
+		}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return nil, fmt.Errorf("server URL %q: %w", serverURL, err)
+	}
+	discovery, err := authn.Discovery(issuer, u.Host, keys)
+	if err != nil {
+		// As kube-apiserver: no discovery, tokens still work.
+		slog.Warn("service account issuer discovery is not served", "err", err)
+		discovery = nil
+	}
+	return &serviceAccounts{
+		tokens: builtin.ServiceAccountTokens{
+			Issuer:                gen,
+			APIAudiences:          auds,
+			ExtendExpiration:      true,
+			MaxExtendedExpiration: serviceaccount.ExpirationExtensionSeconds * time.Second,
+		},
+		authn:     a,
+		discovery: discovery,
+	}, nil
+}
+
+// validateIssuer checks --service-account-issuer as kube-apiserver does:
+// any string, but one with a colon must be a URL.
+func validateIssuer(issuer string) error {
+	if strings.Contains(issuer, ":") {
+		if _, err := url.Parse(issuer); err != nil {
+			return fmt.Errorf("--service-account-issuer %q contained a ':' but was not a valid URL: %w", issuer, err)
+		}
+	}
+	return nil
+}
