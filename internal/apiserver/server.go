@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -161,6 +162,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case s.cfg.Paths[path] != nil:
 		s.cfg.Paths[path].ServeHTTP(w, r)
 		return
+	case path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/"):
+		serveProfiling(w, r)
+		return
 	case strings.HasPrefix(path, "/openapi/"):
 		if s.cfg.OpenAPI == nil {
 			s.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, path))
@@ -182,6 +186,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveResource(w, r, res, info)
+}
+
+// serveProfiling serves Go's profiles under /debug/pprof/ to authenticated
+// callers, as kube-apiserver does with --profiling (its default).
+func serveProfiling(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/debug/pprof":
+		http.Redirect(w, r, "/debug/pprof/", http.StatusMovedPermanently)
+	case "/debug/pprof/profile":
+		pprof.Profile(w, r)
+	case "/debug/pprof/symbol":
+		pprof.Symbol(w, r)
+	case "/debug/pprof/trace":
+		pprof.Trace(w, r)
+	default:
+		pprof.Index(w, r)
+	}
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
