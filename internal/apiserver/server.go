@@ -64,8 +64,12 @@ type Server struct {
 	// endpoints holds each served resource's *endpoints, built on first
 	// use.
 	endpoints sync.Map
-	metrics   *metrics
-	ready     atomic.Bool
+	// endpointsGen is the catalog generation endpoints were last pruned
+	// at; endpointsMu serializes the pruning.
+	endpointsGen atomic.Uint64
+	endpointsMu  sync.Mutex
+	metrics      *metrics
+	ready        atomic.Bool
 }
 
 // New validates the config and builds the server; Run must be called to

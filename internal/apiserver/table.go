@@ -106,7 +106,7 @@ func (ep *endpoint) toInternal(obj runtime.Object) (runtime.Object, error) {
 	if err == nil && len(kinds) > 0 && kinds[0].GroupVersion() == ep.res.InternalVersion {
 		return obj, nil
 	}
-	if ep.res.Stored != nil && reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) {
+	if ep.res.Stored != nil && (reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) || isUnstructured(obj)) {
 		return ep.res.Kinds.ConvertToVersion(obj, ep.res.InternalVersion)
 	}
 	return obj, nil
