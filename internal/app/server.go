@@ -161,7 +161,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	catalog.Order(bi.GroupOrder...)
 	catalog.Add(bi.Resources...)
-	openAPI, err := openapi.New(catalog.All())
+	openAPI, err := openapi.New(catalog)
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
 	}
