@@ -161,6 +161,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	catalog.Order(bi.GroupOrder...)
 	catalog.Add(bi.Resources...)
+	crds, err := newCRDs(ctx, stores, catalog)
+	if err != nil {
+		return err
+	}
 	openAPI, err := openapi.New(catalog)
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
@@ -193,6 +197,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		admit.run(gctx)
 		return nil
 	})
+	g.Go(func() error { return crds.Run(gctx, inProcess("system:apiserver", "system:masters")) })
 	if !cfg.NoHugePages {
 		g.Go(func() error {
 			// The heap grows by hundreds of megabytes under bursts of
@@ -258,6 +263,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel,
 				})
 			})
+		}
+		if err := waitCRDs(gctx, crds); err != nil {
+			return err
 		}
 		slog.Info("skiff server is ready", "url", serverURL, "kubeconfig", kubeconfigPath)
 		if cfg.OnReady == nil {
