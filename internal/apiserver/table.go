@@ -103,8 +103,13 @@ func (ep *endpoint) tableOf(ctx context.Context, subject runtime.Object, opts *m
 // result may share memory with obj and is only read.
 func (ep *endpoint) toInternal(obj runtime.Object) (runtime.Object, error) {
 	kinds, _, err := ep.res.Kinds.ObjectKinds(obj)
-	if err == nil && len(kinds) > 0 && kinds[0].GroupVersion() == ep.res.InternalVersion {
+	if err == nil && len(kinds) > 0 && kinds[0].GroupVersion() == ep.hub {
 		return obj, nil
+	}
+	if ep.hub != ep.res.InternalVersion {
+		// A subresource of another kind (a Scale): the object is a
+		// served one.
+		return ep.res.Kinds.ConvertToVersion(obj, ep.hub)
 	}
 	if ep.res.Stored != nil && (reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) || isUnstructured(obj)) {
 		return ep.res.Kinds.ConvertToVersion(obj, ep.res.InternalVersion)

@@ -170,7 +170,11 @@ func (d *definition) buildVersions(cfg buildConfig, crd *apiextensionsv1.CustomR
 			m[names.Plural+"/status"] = statusStorage{st.Status}
 		}
 		if st.Scale != nil {
-			m[names.Plural+"/scale"] = scaleStorage{st.Scale}
+			scaleTable, err := tableconvertor.New(scaleColumns(v))
+			if err != nil {
+				return fmt.Errorf("customresourcedefinition %s version %s: scale columns: %w", crd.Name, v.Name, err)
+			}
+			m[names.Plural+"/scale"] = scaleStorage{ScaleREST: st.Scale, TableConvertor: scaleTable}
 		}
 		rs, err := registry.GroupVersion{
 			GroupVersion:    gv,
@@ -326,6 +330,25 @@ func printerColumns(v apiextensionsv1.CustomResourceDefinitionVersion) []apiexte
 	}}
 }
 
+// scaleColumns are the columns of a version's scale subresource in
+// kube-apiserver: the desired and actual replicas (when the version has
+// them) and the age.
+func scaleColumns(v apiextensionsv1.CustomResourceDefinitionVersion) []apiextensionsv1.CustomResourceColumnDefinition {
+	var cols []apiextensionsv1.CustomResourceColumnDefinition
+	if s := v.Subresources; s != nil && s.Scale != nil {
+		if s.Scale.SpecReplicasPath != "" {
+			cols = append(cols, apiextensionsv1.CustomResourceColumnDefinition{Name: "Desired", Type: "integer", Description: "Number of desired replicas", JSONPath: ".spec.replicas"})
+		}
+		if s.Scale.StatusReplicasPath != "" {
+			cols = append(cols, apiextensionsv1.CustomResourceColumnDefinition{Name: "Available", Type: "integer", Description: "Number of actual replicas", JSONPath: ".status.replicas"})
+		}
+	}
+	return append(cols, apiextensionsv1.CustomResourceColumnDefinition{
+		Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
+		Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"],
+	})
+}
+
 // replicasPathMappings are where each version keeps the replicas the
 // scale subresource sets, for the scale subresource's managed fields.
 func replicasPathMappings(crd *apiextensionsv1.CustomResourceDefinition) managedfields.ResourcePathMappings {
@@ -417,7 +440,11 @@ type statusStorage struct{ *customresource.StatusREST }
 // Destroy implements rest.Storage.
 func (statusStorage) Destroy() {}
 
-type scaleStorage struct{ *customresource.ScaleREST }
+type scaleStorage struct {
+	*customresource.ScaleREST
+	// TableConvertor prints the scale's replicas, as kube-apiserver does.
+	rest.TableConvertor
+}
 
 // Destroy implements rest.Storage.
 func (scaleStorage) Destroy() {}
