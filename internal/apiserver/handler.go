@@ -54,6 +54,9 @@ func (s *Server) serveResourceErr(w http.ResponseWriter, r *http.Request, res *r
 		return notFoundPath()
 	}
 	r = r.WithContext(warning.WithWarningRecorder(ep.requestContext(r.Context(), info), &warningHeaders{w: w}))
+	for _, text := range res.Warnings {
+		warning.AddWarning(r.Context(), "", text)
+	}
 	if ep.sub != nil {
 		return ep.serveSubresource(w, r, info)
 	}

@@ -113,9 +113,14 @@ func newWidgetCRD() *apiextensionsv1.CustomResourceDefinition {
 				ShortNames: []string{"wd"}, Categories: []string{"skiff-test"},
 			},
 			Scope:    apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{version("v1", true), version("v1beta1", false)},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{version("v1", true), deprecated(version("v1beta1", false))},
 		},
 	}
+}
+
+func deprecated(v apiextensionsv1.CustomResourceDefinitionVersion) apiextensionsv1.CustomResourceDefinitionVersion {
+	v.Deprecated = true
+	return v
 }
 
 // crdClients are the clients a CRD test uses.
@@ -515,6 +520,11 @@ func testCRVersions(ctx context.Context, t *testing.T, cl crdClients) {
 		if it.GetAPIVersion() != "stable.example.com/v1beta1" {
 			t.Errorf("list through v1beta1: item %s is %s", it.GetName(), it.GetAPIVersion())
 		}
+	}
+	// v1beta1 is deprecated: every answer says so.
+	res := rawRequest(ctx, t, cl.rest, http.MethodGet, "/apis/stable.example.com/v1beta1/namespaces/default/widgets/defaulted", "application/json", nil)
+	if want := "stable.example.com/v1beta1 Widget is deprecated; use stable.example.com/v1 Widget"; res.code != http.StatusOK || !strings.Contains(res.header.Get("Warning"), want) {
+		t.Errorf("get through v1beta1: %d, Warning %q; want %q", res.code, res.header.Get("Warning"), want)
 	}
 	// A body of another version is refused.
 	_, err = beta.Create(ctx, widget("wrong-version", map[string]interface{}{}), metav1.CreateOptions{})

@@ -74,6 +74,9 @@ type Resource struct {
 	// (custom resources take managedfields.NewDefaultCRDFieldManager, as in
 	// kube-apiserver: their schemas may leave fields unspecified).
 	NewFieldManager FieldManagerFactory
+	// Warnings are sent with every response of the resource and its
+	// subresources (a deprecated version's).
+	Warnings []string
 	// OpenAPI, when set, gives the resource's OpenAPI documents (its paths
 	// and definitions) instead of ones derived from the Go types of its
 	// Kinds: resources whose structure is a schema rather than a type.

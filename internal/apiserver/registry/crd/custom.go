@@ -2,6 +2,7 @@ package crd
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kube-openapi/pkg/handler"
 	"k8s.io/kube-openapi/pkg/spec3"
@@ -195,6 +197,9 @@ func (d *definition) buildVersions(cfg buildConfig, crd *apiextensionsv1.CustomR
 		res.Categories = names.Categories
 		res.NewFieldManager = managedfields.NewDefaultCRDFieldManager
 		res.OpenAPI = &openAPISource{crd: crd, version: v.Name}
+		if v.Deprecated {
+			res.Warnings = []string{deprecationWarning(crd, v)}
+		}
 		if sub := res.Subresources["scale"]; sub != nil {
 			sub.InternalVersion = autoscalingv1.SchemeGroupVersion
 			sub.TypeConverter = cfg.scaleTypeConverter
@@ -328,6 +333,27 @@ func printerColumns(v apiextensionsv1.CustomResourceDefinitionVersion) []apiexte
 		Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
 		Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"],
 	}}
+}
+
+// deprecationWarning is what requests to a deprecated version are told:
+// its deprecationWarning, or kube-apiserver's default naming the most
+// preferred newer version served and not deprecated.
+func deprecationWarning(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion) string {
+	if v.DeprecationWarning != nil {
+		return *v.DeprecationWarning
+	}
+	msg := fmt.Sprintf("%s/%s %s is deprecated", crd.Spec.Group, v.Name, crd.Spec.Names.Kind)
+	var newer []string
+	for _, o := range crd.Spec.Versions {
+		if o.Served && !o.Deprecated && version.CompareKubeAwareVersionStrings(v.Name, o.Name) < 0 {
+			newer = append(newer, o.Name)
+		}
+	}
+	if len(newer) == 0 {
+		return msg
+	}
+	sort.Slice(newer, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(newer[i], newer[j]) > 0 })
+	return msg + fmt.Sprintf("; use %s/%s %s", crd.Spec.Group, newer[0], crd.Spec.Names.Kind)
 }
 
 // scaleColumns are the columns of a version's scale subresource in

@@ -408,3 +408,36 @@ func TestBodySerializer(t *testing.T) {
 	}
 	t.Fatal("no JSON serializer")
 }
+
+// TestDeprecationWarning: requests to a deprecated version are warned as
+// kube-apiserver warns them.
+func TestDeprecationWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*apiextensionsv1.CustomResourceDefinition)
+		want   map[string]string
+	}{
+		{"none deprecated", func(*apiextensionsv1.CustomResourceDefinition) {}, map[string]string{}},
+		{"default message", func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions[1].Deprecated = true },
+			map[string]string{"v1beta1": "stable.example.com/v1beta1 Widget is deprecated; use stable.example.com/v1 Widget"}},
+		{"no newer version", func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions[0].Deprecated = true },
+			map[string]string{"v1": "stable.example.com/v1 Widget is deprecated"}},
+		{"own message", func(c *apiextensionsv1.CustomResourceDefinition) {
+			c.Spec.Versions[1].Deprecated = true
+			c.Spec.Versions[1].DeprecationWarning = ptr.To("v1beta1 goes away in 2027")
+		}, map[string]string{"v1beta1": "v1beta1 goes away in 2027"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := testDefinition(t, newCRD(tc.mutate))
+			got := map[string]string{}
+			for _, res := range d.served {
+				if len(res.Warnings) > 0 {
+					got[res.GroupVersion.Version] = strings.Join(res.Warnings, "|")
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("warnings %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
