@@ -19,11 +19,14 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/controller/nonstructuralschema"
 	"k8s.io/apiextensions-apiserver/pkg/controller/status"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/storage"
@@ -139,6 +142,7 @@ func (m *Manager) Run(ctx context.Context, rc *restclient.Config) error {
 	if err != nil {
 		return err
 	}
+	go m.warmUp()
 	factory := externalversions.NewSharedInformerFactory(client, 5*time.Minute)
 	informer := factory.Apiextensions().V1().CustomResourceDefinitions()
 	crds := client.ApiextensionsV1()
@@ -313,6 +317,44 @@ func (m *Manager) stop() {
 	defer m.mu.Unlock()
 	for name := range m.defs {
 		m.dropLocked(name)
+	}
+}
+
+// warmUp builds a definition that is not served, with a CEL rule and its
+// OpenAPI documents: the first definition pays for what upstream's
+// packages initialize once (CEL's environment, the OpenAPI builder's
+// definitions), which would otherwise delay serving it by a large part
+// of a second.
+func (m *Manager) warmUp() {
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "warmups.warmup.skiff.sh"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "warmup.skiff.sh",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "warmups", Singular: "warmup", Kind: "WarmUp", ListKind: "WarmUpList"},
+			Scope: apiextensionsv1.ClusterScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type:         "object",
+					XValidations: apiextensionsv1.ValidationRules{{Rule: "has(self.metadata)"}},
+					Properties:   map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", XPreserveUnknownFields: ptr.To(true)}},
+				}},
+			}},
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
+		},
+	}
+	crd.Status.AcceptedNames = crd.Spec.Names
+	noStore := func(schema.GroupResource, string, runtime.Codec, func() runtime.Object) (storage.Store, error) {
+		return nil, nil
+	}
+	d, err := buildDefinition(buildConfig{newStore: noStore, scaleTypeConverter: m.cfg.ScaleTypeConverter, converters: m.converters}, crd)
+	if err != nil {
+		m.cfg.Log.Debug("crd warm-up", "err", err)
+		return
+	}
+	for _, res := range d.served {
+		_, _ = res.OpenAPI.OpenAPIV2()
+		_, _ = res.OpenAPI.OpenAPIV3()
 	}
 }
 
