@@ -529,10 +529,53 @@ func testCRVersions(ctx context.Context, t *testing.T, cl crdClients) {
 	if want := "stable.example.com/v1beta1 Widget is deprecated; use stable.example.com/v1 Widget"; res.code != http.StatusOK || !strings.Contains(res.header.Get("Warning"), want) {
 		t.Errorf("get through v1beta1: %d, Warning %q; want %q", res.code, res.header.Get("Warning"), want)
 	}
+	// A watch through either version streams its initial events, then
+	// the bookmark ending them, in that version (client-go's
+	// watch-list).
+	for _, gvr := range []schema.GroupVersionResource{widgetsV1beta1, widgetsV1} {
+		watchList(ctx, t, cl.dynamic.Resource(gvr).Namespace("default"), gvr.GroupVersion().String())
+	}
 	// A body of another version is refused.
 	_, err = beta.Create(ctx, widget("wrong-version", map[string]interface{}{}), metav1.CreateOptions{})
 	if !apierrors.IsBadRequest(err) {
 		t.Errorf("v1 body to v1beta1: %v, want 400", err)
+	}
+}
+
+// watchList watches with initial events and fails unless they come in
+// apiVersion, ended by a bookmark.
+func watchList(ctx context.Context, t *testing.T, widgets dynamic.ResourceInterface, apiVersion string) {
+	t.Helper()
+	w, err := widgets.Watch(ctx, metav1.ListOptions{
+		SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true,
+	})
+	if err != nil {
+		t.Fatalf("watch-list of %s: %v", apiVersion, err)
+	}
+	defer w.Stop()
+	timeout := time.After(10 * time.Second)
+	for added := 0; ; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch-list of %s ended before its bookmark", apiVersion)
+			}
+			u, isU := ev.Object.(*unstructured.Unstructured)
+			if !isU || u.GetAPIVersion() != apiVersion {
+				t.Fatalf("watch-list event %s %v, want objects in %s", ev.Type, ev.Object, apiVersion)
+			}
+			if ev.Type == "ADDED" {
+				added++
+			}
+			if ev.Type == "BOOKMARK" && u.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				if added == 0 {
+					t.Errorf("watch-list of %s: no initial events", apiVersion)
+				}
+				return
+			}
+		case <-timeout:
+			t.Fatalf("watch-list of %s: no bookmark ending the initial events", apiVersion)
+		}
 	}
 }
 

@@ -297,6 +297,13 @@ func TestKinds(t *testing.T) {
 		t.Errorf("list to v1beta1: %v", err)
 	}
 
+	// A Store's bookmark has no version: it takes the target's.
+	bookmark := &unstructured.Unstructured{Object: map[string]interface{}{}}
+	bookmark.SetResourceVersion("7")
+	if out, err := k.ConvertToVersion(bookmark, beta); err != nil || out.GetObjectKind().GroupVersionKind() != beta.WithKind("Widget") {
+		t.Errorf("bookmark to v1beta1: %v %v", out, err)
+	}
+
 	for _, tc := range []struct {
 		version, want string
 	}{

@@ -108,6 +108,17 @@ func (k *kinds) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (
 	if _, ok := in.(runtime.Unstructured); !ok {
 		return k.params.ConvertToVersion(in, gv)
 	}
+	if in.GetObjectKind().GroupVersionKind().Empty() {
+		// A Store's bookmark: an empty object carrying a
+		// resourceVersion (and annotations), of no version yet.
+		target, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{{Group: k.schemas.gk.Group, Kind: k.kind}})
+		if !ok {
+			return nil, fmt.Errorf("%v is not a version of %s", gv, k.schemas.gk)
+		}
+		out := in.DeepCopyObject()
+		out.GetObjectKind().SetGroupVersionKind(target)
+		return out, nil
+	}
 	out, err := k.converter.ConvertToVersion(in, gv)
 	if err != nil {
 		return nil, err
