@@ -80,6 +80,9 @@ type servedDefinition struct {
 	// published is whether its resources are in the catalog, and
 	// terminating whether those refuse creates.
 	published, terminating bool
+	// served are the resources put in the catalog: those of its served
+	// versions that no built-in resource serves.
+	served []schema.GroupVersionResource
 }
 
 // New builds the CustomResourceDefinitions resource and a Manager of the
@@ -232,8 +235,8 @@ func (m *Manager) sync(crd *apiextensionsv1.CustomResourceDefinition) {
 	}
 	if !serve {
 		if cur != nil && cur.published {
-			m.cfg.Catalog.Remove(cur.def.gvrs()...)
-			cur.published = false
+			m.cfg.Catalog.Remove(cur.served...)
+			cur.published, cur.served = false, nil
 		}
 		return
 	}
@@ -257,27 +260,56 @@ func (m *Manager) sync(crd *apiextensionsv1.CustomResourceDefinition) {
 // served before; m.mu is held.
 func (m *Manager) publishLocked(name string, next *servedDefinition, terminating bool) {
 	prev := m.defs[name]
-	resources := next.def.resources(terminating)
+	var resources []*registry.Resource
+	var served []schema.GroupVersionResource
+	for _, r := range next.def.resources(terminating) {
+		gvr := r.GroupVersionResource()
+		// A built-in resource keeps its place, as in kube-apiserver,
+		// where custom resources are served only for what nothing
+		// else serves.
+		if have, ok := m.cfg.Catalog.Lookup(gvr); ok && !m.ownsLocked(have) {
+			m.cfg.Log.Warn("custom resource not served: a built-in resource is served there", "customresourcedefinition", name, "resource", gvr.String())
+			continue
+		}
+		resources = append(resources, r)
+		served = append(served, gvr)
+	}
 	m.cfg.Catalog.Add(resources...)
-	next.published, next.terminating = true, terminating
-	m.defs[name] = next
-	if prev == nil || prev == next {
-		return
-	}
-	kept := map[string]bool{}
-	for _, r := range resources {
-		kept[r.GroupVersionResource().String()] = true
-	}
 	var gone []schema.GroupVersionResource
-	for _, gvr := range prev.def.gvrs() {
-		if !kept[gvr.String()] {
-			gone = append(gone, gvr)
+	if prev != nil && prev.published {
+		kept := map[schema.GroupVersionResource]bool{}
+		for _, gvr := range served {
+			kept[gvr] = true
+		}
+		for _, gvr := range prev.served {
+			if !kept[gvr] {
+				gone = append(gone, gvr)
+			}
 		}
 	}
-	if prev.published && len(gone) > 0 {
+	next.published, next.terminating, next.served = true, terminating, served
+	m.defs[name] = next
+	if len(gone) > 0 {
 		m.cfg.Catalog.Remove(gone...)
 	}
-	m.release(prev.def)
+	if prev != nil && prev != next {
+		m.release(prev.def)
+	}
+}
+
+// ownsLocked reports whether res is one of the definitions' resources;
+// m.mu is held.
+func (m *Manager) ownsLocked(res *registry.Resource) bool {
+	for _, sd := range m.defs {
+		for _, rs := range [][]*registry.Resource{sd.def.served, sd.def.terminating} {
+			for _, r := range rs {
+				if r == res {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // forget stops serving the definition name, deleted.
@@ -296,7 +328,7 @@ func (m *Manager) dropLocked(name string) {
 	}
 	delete(m.defs, name)
 	if cur.published {
-		m.cfg.Catalog.Remove(cur.def.gvrs()...)
+		m.cfg.Catalog.Remove(cur.served...)
 	}
 	m.release(cur.def)
 }

@@ -8,6 +8,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
@@ -121,5 +122,33 @@ func TestManagerFinalizerGetter(t *testing.T) {
 	again, err := m.GetCustomResourceListerCollectionDeleter(crd)
 	if err != nil || again != got {
 		t.Errorf("second call built another registry (%v)", err)
+	}
+}
+
+// TestManagerKeepsBuiltins: a definition of a resource a built-in one
+// serves does not displace it (kube-apiserver serves the built-in), and
+// its deletion leaves it.
+func TestManagerKeepsBuiltins(t *testing.T) {
+	catalog := registry.NewCatalog()
+	builtinRes := &registry.Resource{GroupVersion: schema.GroupVersion{Group: "stable.example.com", Version: "v1"}, Name: "widgets", Kind: "Widget"}
+	catalog.Add(builtinRes)
+	stores := newFakeStores()
+	m, err := New(Config{Catalog: catalog, NewStore: stores.newStore, ReleaseStore: stores.release, ReleaseDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.sync(newCRD())
+	if got, _ := catalog.Lookup(builtinRes.GroupVersionResource()); got != builtinRes {
+		t.Errorf("the built-in resource was replaced")
+	}
+	if _, ok := catalog.Lookup(schema.GroupVersionResource{Group: "stable.example.com", Version: "v1beta1", Resource: "widgets"}); !ok {
+		t.Errorf("v1beta1, which nothing else serves, is not served")
+	}
+	m.forget("widgets.stable.example.com")
+	if got, _ := catalog.Lookup(builtinRes.GroupVersionResource()); got != builtinRes {
+		t.Errorf("the built-in resource went with the definition")
+	}
+	if _, ok := catalog.Lookup(schema.GroupVersionResource{Group: "stable.example.com", Version: "v1beta1", Resource: "widgets"}); ok {
+		t.Errorf("v1beta1 still served after the definition went")
 	}
 }
