@@ -78,7 +78,12 @@ type endpoints struct {
 }
 
 // endpointsFor returns res's endpoints, building them on first use.
+// Endpoints of resources no longer served are dropped when the catalog
+// changed.
 func (s *Server) endpointsFor(res *registry.Resource) (*endpoints, error) {
+	if gen := s.cfg.Resources.Generation(); s.endpointsGen.Load() != gen {
+		s.dropStaleEndpoints(gen)
+	}
 	v, _ := s.endpoints.LoadOrStore(res, &endpoints{})
 	eps := v.(*endpoints)
 	eps.once.Do(func() {
@@ -97,6 +102,25 @@ func (s *Server) endpointsFor(res *registry.Resource) (*endpoints, error) {
 		}
 	})
 	return eps, eps.err
+}
+
+// dropStaleEndpoints forgets the endpoints of resources the catalog no
+// longer serves (it changed to generation gen): custom resources come and
+// go while the server runs.
+func (s *Server) dropStaleEndpoints(gen uint64) {
+	s.endpointsMu.Lock()
+	defer s.endpointsMu.Unlock()
+	if s.endpointsGen.Load() == gen {
+		return
+	}
+	s.endpoints.Range(func(k, _ any) bool {
+		res := k.(*registry.Resource)
+		if cur, ok := s.cfg.Resources.Lookup(res.GroupVersionResource()); !ok || cur != res {
+			s.endpoints.Delete(k)
+		}
+		return true
+	})
+	s.endpointsGen.Store(gen)
 }
 
 func (s *Server) newEndpoint(res *registry.Resource, sub *registry.Subresource) (*endpoint, error) {
@@ -119,6 +143,9 @@ func (s *Server) newEndpoint(res *registry.Resource, sub *registry.Subresource) 
 		ep.gvk = sub.Kind
 		if sub.Kind.GroupKind() != res.GroupVersionKind().GroupKind() {
 			ep.hub = schema.GroupVersion{Group: sub.Kind.Group, Version: runtime.APIVersionInternal}
+			if !sub.InternalVersion.Empty() {
+				ep.hub = sub.InternalVersion
+			}
 			ep.typeConverter = sub.TypeConverter
 		}
 	}
@@ -150,7 +177,11 @@ func (s *Server) newEndpoint(res *registry.Resource, sub *registry.Subresource) 
 	if f, ok := resetFields[fieldpath.APIVersion(ep.gvk.GroupVersion().String())]; ok {
 		ep.resetFilter = f
 	}
-	fm, err := managedfields.NewDefaultFieldManager(ep.typeConverter, res.Kinds, res.Kinds, res.Kinds, ep.gvk, ep.hub, ep.subresource, resetFields)
+	newFieldManager := managedfields.NewDefaultFieldManager
+	if res.NewFieldManager != nil {
+		newFieldManager = res.NewFieldManager
+	}
+	fm, err := newFieldManager(ep.typeConverter, res.Kinds, res.Kinds, res.Kinds, ep.gvk, ep.hub, ep.subresource, resetFields)
 	if err != nil {
 		return nil, fmt.Errorf("%s: field manager: %w", res.GroupVersionResource(), err)
 	}
@@ -183,6 +214,11 @@ func (ep *endpoint) served(obj runtime.Object) (runtime.Object, error) {
 	}
 	kinds, _, err := ep.res.Kinds.ObjectKinds(obj)
 	if err != nil || len(kinds) == 0 || kinds[0].Version != runtime.APIVersionInternal && kinds[0] != ep.hub.WithKind(kinds[0].Kind) {
+		return obj, nil
+	}
+	if kinds[0] == ep.gvk {
+		// REST's version is the served one (custom resources): nothing
+		// to convert.
 		return obj, nil
 	}
 	out, err := ep.res.Kinds.ConvertToVersion(obj, ep.gvk.GroupVersion())

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin/builtintest"
 )
 
@@ -57,4 +59,40 @@ func fieldManagerCreate(t testing.TB, ep *endpoint, hub runtime.Object, manager 
 		t.Fatal(err)
 	}
 	return ep.fieldManager.UpdateNoErrors(live, hub.DeepCopyObject(), manager)
+}
+
+// TestEndpointsFollowCatalog: endpoints of resources the catalog no longer
+// serves (or serves as another Resource) are dropped once it changed;
+// those of the resources still served are kept.
+func TestEndpointsFollowCatalog(t *testing.T) {
+	catalog := builtintest.Catalog(t)
+	s, err := New(Config{Resources: catalog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := catalog.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "pods"})
+	leases, _ := catalog.Lookup(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"})
+	podsEPs, err := s.endpointsFor(pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.endpointsFor(leases); err != nil {
+		t.Fatal(err)
+	}
+	replaced := *leases
+	catalog.Add(&replaced)
+	if eps, _ := s.endpointsFor(pods); eps != podsEPs {
+		t.Errorf("pods' endpoints rebuilt although pods are still served")
+	}
+	cached := map[*registry.Resource]bool{}
+	s.endpoints.Range(func(k, _ any) bool {
+		cached[k.(*registry.Resource)] = true
+		return true
+	})
+	if cached[leases] {
+		t.Errorf("endpoints of a replaced Resource kept")
+	}
+	if !cached[pods] {
+		t.Errorf("endpoints of pods dropped")
+	}
 }

@@ -58,6 +58,9 @@ func (s *Server) serveResourceErr(w http.ResponseWriter, r *http.Request, res *r
 	if ep.deprecation != "" {
 		recorder.AddWarning("", ep.deprecation)
 	}
+	for _, text := range res.Warnings {
+		recorder.AddWarning("", text)
+	}
 	r = r.WithContext(warning.WithWarningRecorder(ep.requestContext(r.Context(), info), recorder))
 	if ep.sub != nil {
 		return ep.serveSubresource(w, r, info)

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -46,7 +47,14 @@ func decodeOptionsBody(r *http.Request, body []byte, into runtime.Object) error 
 	ct := r.Header.Get("Content-Type")
 	if strings.HasPrefix(ct, mediaProtobuf) {
 		target := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
-		if _, _, err := legacyscheme.Codecs.UniversalDeserializer().Decode(body, &target, into); err != nil {
+		_, _, err := legacyscheme.Codecs.UniversalDeserializer().Decode(body, &target, into)
+		if runtime.IsNotRegisteredError(err) {
+			// Options named in a group legacyscheme does not know
+			// (apiextensions.k8s.io): the type is meta/v1's whatever
+			// group the envelope names.
+			err = decodeOptionsEnvelope(body, into)
+		}
+		if err != nil {
 			return badRequest(err.Error())
 		}
 		return nil
@@ -123,4 +131,36 @@ func (ep *endpoint) deleteCollection(w http.ResponseWriter, r *http.Request, inf
 	out.as = ""
 	ep.s.writeRaw(w, http.StatusOK, out, served)
 	return nil
+}
+
+// protobufMagic starts every Kubernetes protobuf encoding.
+var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
+
+// decodeOptionsEnvelope decodes the meta/v1 options object (into) a
+// Kubernetes protobuf envelope carries, whatever group its apiVersion
+// names.
+func decodeOptionsEnvelope(body []byte, into runtime.Object) error {
+	if !bytes.HasPrefix(body, protobufMagic) {
+		return fmt.Errorf("the body is not a Kubernetes protobuf encoding")
+	}
+	var unk runtime.Unknown
+	if err := unk.Unmarshal(body[len(protobufMagic):]); err != nil {
+		return err
+	}
+	gv, err := schema.ParseGroupVersion(unk.APIVersion)
+	if err != nil {
+		return err
+	}
+	want := into.GetObjectKind().GroupVersionKind().Kind
+	if want == "" {
+		want = "DeleteOptions"
+	}
+	if unk.Kind != want || gv.Version != metav1.SchemeGroupVersion.Version {
+		return fmt.Errorf("the body is a %s %s, not %s", unk.APIVersion, unk.Kind, want)
+	}
+	m, ok := into.(interface{ Unmarshal([]byte) error })
+	if !ok {
+		return fmt.Errorf("%T has no protobuf encoding", into)
+	}
+	return m.Unmarshal(unk.Raw)
 }

@@ -74,8 +74,12 @@ type Server struct {
 	// endpoints holds each served resource's *endpoints, built on first
 	// use.
 	endpoints sync.Map
-	metrics   *metrics
-	ready     atomic.Bool
+	// endpointsGen is the catalog generation endpoints were last pruned
+	// at; endpointsMu serializes the pruning.
+	endpointsGen atomic.Uint64
+	endpointsMu  sync.Mutex
+	metrics      *metrics
+	ready        atomic.Bool
 	// admission is cfg.Admission as handlers run it (managed fields
 	// checked after mutating plugins).
 	admission admission.Interface

@@ -103,12 +103,17 @@ func (ep *endpoint) tableOf(ctx context.Context, subject runtime.Object, opts *m
 // result may share memory with obj and is only read.
 func (ep *endpoint) toInternal(obj runtime.Object) (runtime.Object, error) {
 	kinds, _, err := ep.res.Kinds.ObjectKinds(obj)
-	if err == nil && len(kinds) > 0 && kinds[0].GroupVersion() == ep.res.InternalVersion {
+	if err == nil && len(kinds) > 0 && kinds[0].GroupVersion() == ep.hub {
 		return obj, nil
 	}
-	if reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) {
+	if ep.hub != ep.res.InternalVersion {
+		// A subresource of another kind (a Scale): the object is a
+		// served one.
+		return ep.res.Kinds.ConvertToVersion(obj, ep.hub)
+	}
+	if reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) || isUnstructured(obj) {
 		internal := ep.res.InternalVersion
-		if st := ep.res.Stored; st != nil {
+		if st := ep.res.Stored; st != nil && st.Version.Group != ep.res.GroupVersion.Group {
 			internal = st.InternalVersion() // events.k8s.io events are stored as core ones
 		}
 		return ep.res.Kinds.ConvertToVersion(obj, internal)

@@ -180,7 +180,11 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	catalog.Order(bi.GroupOrder...)
 	catalog.Add(bi.Resources...)
-	openAPI, err := openapi.New(catalog.All())
+	crds, err := newCRDs(ctx, stores, catalog)
+	if err != nil {
+		return err
+	}
+	openAPI, err := openapi.New(catalog)
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
 	}
@@ -212,6 +216,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		admit.run(gctx)
 		return nil
 	})
+	g.Go(func() error { return crds.Run(gctx, inProcess("system:apiserver", "system:masters")) })
 	if !cfg.NoHugePages {
 		g.Go(func() error {
 			// The heap grows by hundreds of megabytes under bursts of
@@ -281,6 +286,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel,
 				})
 			})
+		}
+		if err := waitCRDs(gctx, crds); err != nil {
+			return err
 		}
 		slog.Info("skiff server is ready", "url", serverURL, "kubeconfig", kubeconfigPath)
 		if cfg.OnReady == nil {

@@ -19,10 +19,10 @@ import (
 	"github.com/skiff-sh/skiff/test/integration/framework"
 )
 
-// rawRequest sends method path with body (a Content-Type of ct) through
+// statusRequest sends method path with body (a Content-Type of ct) through
 // the cluster's admin connection and returns the status code and the
 // answer decoded as a Status.
-func rawRequest(t *testing.T, c *framework.Cluster, method, path, ct, body string) (int, metav1.Status) {
+func statusRequest(t *testing.T, c *framework.Cluster, method, path, ct, body string) (int, metav1.Status) {
 	t.Helper()
 	tr, err := rest.TransportFor(c.RESTConfig)
 	if err != nil {
@@ -139,7 +139,7 @@ func TestRequestShapesKubeAPIServerRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, st := rawRequest(t, c, tt.method, tt.path, tt.ct, tt.body)
+			code, st := statusRequest(t, c, tt.method, tt.path, tt.ct, tt.body)
 			t.Logf("%d %s %q", code, st.Reason, st.Message)
 			if code != tt.wantCode || st.Reason != tt.wantReason || !strings.Contains(st.Message, tt.wantMessage) {
 				t.Errorf("got %d %s %q, want %d %s containing %q", code, st.Reason, st.Message, tt.wantCode, tt.wantReason, tt.wantMessage)

@@ -2,9 +2,13 @@ package openapi
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +22,8 @@ import (
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/util"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	crdbuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
@@ -33,34 +39,88 @@ const (
 // info heads every document, as kube-apiserver's does.
 var info = &spec.Info{InfoProps: spec.InfoProps{Title: "Kubernetes", Version: "unversioned"}}
 
-// Service serves the OpenAPI documents of a fixed set of resources. New
-// checks everything the documents depend on; the documents themselves are
-// built on first request, and their JSON and protobuf encodings cached with
-// their ETags. A Service is safe for concurrent use.
+// Resources are what a Service documents: the resources served now and a
+// generation that changes whenever they do (a registry.Catalog).
+type Resources interface {
+	All() []*registry.Resource
+	Generation() uint64
+}
+
+// Service serves the OpenAPI documents of the resources served now. It
+// follows its Resources: on a request after they changed, it replaces the
+// documents that changed, which are built on first request, and their
+// JSON and protobuf encodings cached with their ETags. Resources with an
+// OpenAPI source (custom resources) contribute their own documents,
+// merged as kube-apiserver merges those of CustomResourceDefinitions;
+// the others' are derived from their Go types. A Service is safe for
+// concurrent use.
 type Service struct {
-	v2 http.Handler
-	v3 *handler3.OpenAPIService
-	// groupVersions are the keys of the /openapi/v3 index ("api/v1").
-	groupVersions map[string]bool
+	resources Resources
+	q         *queryParams
+	v2        http.Handler
+	v2Service *handler.OpenAPIService
+	v3        *handler3.OpenAPIService
+
+	// synced is 1 + the generation of Resources the documents follow; 0
+	// before the first sync.
+	synced atomic.Uint64
+	mu     sync.Mutex
+	// typedKey identifies the typed resources typed documents; updates
+	// counts document replacements, for unique ETags of lazy documents.
+	typedKey string
+	typed    *typedDocs
+	updates  uint64
+	// groupVersions are the keys of the /openapi/v3 index ("api/v1"),
+	// each with what identifies its document's content.
+	groupVersions map[string]string
 }
 
 // New prepares the /openapi/v2 document and one /openapi/v3 document per
-// group-version for resources. Every resource needs New and NewList, their
-// types must have generated definitions (see doc.go) under their own model
-// names, and no two resources may serve the same kind with different Go
-// types; otherwise New returns an error and no Service. New keeps no
-// reference to resources.
-func New(resources []*registry.Resource) (*Service, error) {
+// group-version of resources. Every resource without an OpenAPI source
+// needs New and NewList, their types must have generated definitions (see
+// doc.go) under their own model names, and no two resources may serve the
+// same kind with different Go types; otherwise New returns an error and
+// no Service (later changes that break these rules keep the documents of
+// the resources as they were, and are logged).
+func New(resources Resources) (*Service, error) {
+	q, err := newQueryParams(v3Definitions(newDefinitionNamer(runtime.NewScheme())))
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		resources:     resources,
+		q:             q,
+		v3:            handler3.NewOpenAPIService(),
+		groupVersions: map[string]string{},
+	}
+	s.v2Service = handler.NewOpenAPIServiceLazy(cached.Static(&spec.Swagger{}, "empty"))
+	// The v2 handler registers itself on a mux; give it one of its own.
+	mux := http.NewServeMux()
+	s.v2Service.RegisterOpenAPIVersionedService(V2Path, mux)
+	s.v2 = mux
+	if err := s.sync(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// typedDocs are the documents of resources described by Go types.
+type typedDocs struct {
+	// order lists the group versions with typed resources.
+	order []schema.GroupVersion
+	v2    cached.Value[*spec.Swagger]
+	v3    map[schema.GroupVersion]cached.Value[*spec3.OpenAPI]
+}
+
+// newTypedDocs prepares the documents of resources (all without an
+// OpenAPI source), built on first use.
+func newTypedDocs(resources []*registry.Resource, q *queryParams) (*typedDocs, error) {
 	scheme, err := newScheme(resources)
 	if err != nil {
 		return nil, err
 	}
 	namer := newDefinitionNamer(scheme)
 	defs := v3Definitions(namer)
-	q, err := newQueryParams(defs)
-	if err != nil {
-		return nil, err
-	}
 	// Check up front what the lazy builders would otherwise fail on.
 	for _, r := range resources {
 		obj, list, err := samples(r)
@@ -77,24 +137,22 @@ func New(resources []*registry.Resource) (*Service, error) {
 			}
 		}
 	}
-
-	var order []schema.GroupVersion
+	t := &typedDocs{v3: map[schema.GroupVersion]cached.Value[*spec3.OpenAPI]{}}
 	containers := map[schema.GroupVersion]*routeContainer{}
 	for _, r := range resources {
 		c, ok := containers[r.GroupVersion]
 		if !ok {
 			c = &routeContainer{root: rootPath(r.GroupVersion)}
 			containers[r.GroupVersion] = c
-			order = append(order, r.GroupVersion)
+			t.order = append(t.order, r.GroupVersion)
 		}
 		c.routes = append(c.routes, resourceRoutes(r, q)...)
 	}
-	all := make([]common.RouteContainer, 0, len(order))
-	for _, gv := range order {
+	all := make([]common.RouteContainer, 0, len(t.order))
+	for _, gv := range t.order {
 		all = append(all, containers[gv])
 	}
-
-	v2 := cached.Once(cached.Func(func() (*spec.Swagger, string, error) {
+	t.v2 = cached.Once(cached.Func(func() (*spec.Swagger, string, error) {
 		swagger, err := builder.BuildOpenAPISpecFromRoutes(all, &common.Config{
 			Info:                           info,
 			GetDefinitions:                 GetOpenAPIDefinitions,
@@ -107,18 +165,10 @@ func New(resources []*registry.Resource) (*Service, error) {
 		}
 		return swagger, "v2", nil
 	}))
-	// The v2 handler registers itself on a mux; give it one of its own.
-	mux := http.NewServeMux()
-	handler.NewOpenAPIServiceLazy(v2).RegisterOpenAPIVersionedService(V2Path, mux)
-	s := &Service{
-		v2:            mux,
-		v3:            handler3.NewOpenAPIService(),
-		groupVersions: map[string]bool{},
-	}
-	for _, gv := range order {
+	for _, gv := range t.order {
 		c := containers[gv]
 		key := groupVersionPath(gv)
-		s.v3.UpdateGroupVersionLazy(key, cached.Once(cached.Func(func() (*spec3.OpenAPI, string, error) {
+		t.v3[gv] = cached.Once(cached.Func(func() (*spec3.OpenAPI, string, error) {
 			// builder3 edits the definitions it is given, and the index
 			// builds group-versions concurrently: each gets its own.
 			doc, err := builder3.BuildOpenAPISpecFromRoutes([]common.RouteContainer{c}, v3Config(v3Definitions(namer), namer))
@@ -126,10 +176,162 @@ func New(resources []*registry.Resource) (*Service, error) {
 				return nil, "", fmt.Errorf("openapi v3 %s: %w", gv, err)
 			}
 			return doc, key, nil
-		})))
-		s.groupVersions[key] = true
+		}))
 	}
-	return s, nil
+	return t, nil
+}
+
+// sync makes the documents follow the resources served now, when they
+// changed since the last call.
+func (s *Service) sync() error {
+	gen := s.resources.Generation()
+	if s.synced.Load() == gen+1 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.synced.Load() == gen+1 {
+		return nil
+	}
+	all := s.resources.All()
+	var typed []*registry.Resource
+	var sourced []*registry.Resource
+	for _, r := range all {
+		if r.OpenAPI != nil {
+			sourced = append(sourced, r)
+		} else {
+			typed = append(typed, r)
+		}
+	}
+	if key := typedKey(typed); key != s.typedKey || s.typed == nil {
+		t, err := newTypedDocs(typed, s.q)
+		if err != nil {
+			if s.typed == nil {
+				return err
+			}
+			slog.Error("openapi: resources changed into ones that cannot be documented; keeping the previous documents", "err", err)
+		} else {
+			s.typed, s.typedKey = t, key
+		}
+	}
+	s.updates++
+	etag := strconv.FormatUint(s.updates, 10)
+
+	// /openapi/v2: the typed document with every sourced one merged in.
+	typedV2 := s.typed.v2
+	sources := make([]registry.OpenAPISource, 0, len(sourced))
+	for _, r := range sourced {
+		sources = append(sources, r.OpenAPI)
+	}
+	s.v2Service.UpdateSpecLazy(cached.Once(cached.Func(func() (*spec.Swagger, string, error) {
+		static, _, err := typedV2.Get()
+		if err != nil {
+			return nil, "", err
+		}
+		if len(sources) == 0 {
+			return static, etag, nil
+		}
+		docs := make([]*spec.Swagger, 0, len(sources))
+		for _, src := range sources {
+			doc, err := src.OpenAPIV2()
+			if err != nil {
+				slog.Warn("openapi v2: resource left out", "err", err)
+				continue
+			}
+			docs = append(docs, doc)
+		}
+		merged, err := crdbuilder.MergeSpecs(static, docs...)
+		if err != nil {
+			return nil, "", fmt.Errorf("openapi v2: %w", err)
+		}
+		return merged, etag, nil
+	})))
+
+	// /openapi/v3: one document per group version; only those whose
+	// content changed are replaced.
+	byGV := map[schema.GroupVersion][]*registry.Resource{}
+	var order []schema.GroupVersion
+	for _, r := range all {
+		if _, ok := byGV[r.GroupVersion]; !ok {
+			order = append(order, r.GroupVersion)
+		}
+		byGV[r.GroupVersion] = append(byGV[r.GroupVersion], r)
+	}
+	seen := map[string]bool{}
+	for _, gv := range order {
+		key := groupVersionPath(gv)
+		seen[key] = true
+		content := s.typedKey
+		var gvSources []registry.OpenAPISource
+		for _, r := range byGV[gv] {
+			if r.OpenAPI != nil {
+				content += fmt.Sprintf(",%p", r.OpenAPI)
+				gvSources = append(gvSources, r.OpenAPI)
+			}
+		}
+		if have, ok := s.groupVersions[key]; ok && have == content {
+			continue
+		}
+		s.groupVersions[key] = content
+		s.v3.UpdateGroupVersionLazy(key, v3Document(gv, s.typed.v3[gv], gvSources, etag))
+	}
+	for key := range s.groupVersions {
+		if !seen[key] {
+			delete(s.groupVersions, key)
+			s.v3.DeleteGroupVersion(key)
+		}
+	}
+	s.synced.Store(gen + 1)
+	return nil
+}
+
+// v3Document is a group version's /openapi/v3 document: the typed one
+// (nil when none of its resources is typed) with the sourced ones merged
+// in, built on first use.
+func v3Document(gv schema.GroupVersion, typed cached.Value[*spec3.OpenAPI], sources []registry.OpenAPISource, etag string) cached.Value[*spec3.OpenAPI] {
+	tag := groupVersionPath(gv) + "@" + etag
+	return cached.Once(cached.Func(func() (*spec3.OpenAPI, string, error) {
+		if len(sources) == 0 && typed != nil {
+			doc, _, err := typed.Get()
+			return doc, tag, err
+		}
+		var docs []*spec3.OpenAPI
+		if typed != nil {
+			doc, _, err := typed.Get()
+			if err != nil {
+				return nil, "", err
+			}
+			docs = append(docs, doc)
+		}
+		for _, src := range sources {
+			doc, err := src.OpenAPIV3()
+			if err != nil {
+				slog.Warn("openapi v3: resource left out", "groupVersion", gv, "err", err)
+				continue
+			}
+			docs = append(docs, doc)
+		}
+		merged, err := crdbuilder.MergeSpecsV3(docs...)
+		if err != nil {
+			return nil, "", fmt.Errorf("openapi v3 %s: %w", gv, err)
+		}
+		return merged, tag, nil
+	}))
+}
+
+// typedKey identifies what the documents of typed resources depend on:
+// each resource's group version, names, kinds, scope, verbs and
+// subresources.
+func typedKey(resources []*registry.Resource) string {
+	var b strings.Builder
+	for _, r := range resources {
+		fmt.Fprintf(&b, "%s/%s %s %s %v %v", r.GroupVersion, r.Name, r.Kind, r.ListKind, r.Namespaced, r.Verbs())
+		for _, name := range r.SubresourceNames() {
+			fmt.Fprintf(&b, " %s=%s", name, r.Subresources[name].Kind)
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
 }
 
 // samples are empty objects of a resource's kind and list kind.
@@ -186,17 +388,29 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	if err := s.sync(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	p := r.URL.Path
 	switch {
 	case p == V2Path:
 		s.v2.ServeHTTP(w, r)
 	case p == V3Path:
 		s.v3.HandleDiscovery(w, r)
-	case strings.HasPrefix(p, V3Path+"/") && s.groupVersions[strings.TrimPrefix(p, V3Path+"/")]:
+	case strings.HasPrefix(p, V3Path+"/") && s.servesGroupVersion(strings.TrimPrefix(p, V3Path+"/")):
 		s.v3.HandleGroupVersion(w, r)
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// servesGroupVersion reports whether key ("api/v1") has a document.
+func (s *Service) servesGroupVersion(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.groupVersions[key]
+	return ok
 }
 
 // newScheme registers each resource's kind and list kind, and the meta/v1

@@ -43,11 +43,18 @@ func testResources(t testing.TB) []*registry.Resource {
 	}
 }
 
+// catalogOf is a catalog serving resources.
+func catalogOf(resources ...*registry.Resource) *registry.Catalog {
+	c := registry.NewCatalog()
+	c.Add(resources...)
+	return c
+}
+
 // newServer serves a Service for testResources on the paths the API
 // server mounts it on.
 func newServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	s, err := New(testResources(t))
+	s, err := New(catalogOf(testResources(t)...))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -516,7 +523,7 @@ func TestNewRejects(t *testing.T) {
 		}, "no kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(tc.mutate(pods()))
+			_, err := New(catalogOf(tc.mutate(pods())...))
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("New: %v, want an error containing %q", err, tc.wantErr)
 			}
@@ -528,7 +535,7 @@ func TestNewRejects(t *testing.T) {
 func BenchmarkNew(b *testing.B) {
 	resources := testResources(b)
 	for i := 0; i < b.N; i++ {
-		if _, err := New(resources); err != nil {
+		if _, err := New(catalogOf(resources...)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -19,6 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/skiff-sh/skiff/internal/storage"
 )
@@ -65,6 +68,35 @@ type Resource struct {
 	Stored *Stored
 	// Subresources by name, served below each object.
 	Subresources map[string]*Subresource
+
+	// NewFieldManager, when set, makes the field managers of the resource
+	// and its subresources in place of managedfields.NewDefaultFieldManager
+	// (custom resources take managedfields.NewDefaultCRDFieldManager, as in
+	// kube-apiserver: their schemas may leave fields unspecified).
+	NewFieldManager FieldManagerFactory
+	// Warnings are sent with every response of the resource and its
+	// subresources (a deprecated version's).
+	Warnings []string
+	// OpenAPI, when set, gives the resource's OpenAPI documents (its paths
+	// and definitions) instead of ones derived from the Go types of its
+	// Kinds: resources whose structure is a schema rather than a type.
+	OpenAPI OpenAPISource
+}
+
+// FieldManagerFactory makes a field manager; it has
+// managedfields.NewDefaultFieldManager's signature.
+type FieldManagerFactory func(typeConverter managedfields.TypeConverter, objectConverter runtime.ObjectConvertor, objectDefaulter runtime.ObjectDefaulter, objectCreater runtime.ObjectCreater, kind schema.GroupVersionKind, hub schema.GroupVersion, subresource string, resetFields map[fieldpath.APIVersion]fieldpath.Filter) (*managedfields.FieldManager, error)
+
+// OpenAPISource gives one resource's OpenAPI documents: the paths of the
+// resource and its subresources, and the definitions they refer to. The
+// documents are shared and must not be modified; errors leave the
+// resource out of the documents served.
+type OpenAPISource interface {
+	// OpenAPIV2 is the resource's part of /openapi/v2.
+	OpenAPIV2() (*spec.Swagger, error)
+	// OpenAPIV3 is the resource's part of its group version's
+	// /openapi/v3 document.
+	OpenAPIV3() (*spec3.OpenAPI, error)
 }
 
 // Stored is a resource's storage as the API server reads it.
@@ -123,6 +155,10 @@ type Subresource struct {
 	// TypeConverter gives Kind's structure, when it differs from the
 	// resource's.
 	TypeConverter managedfields.TypeConverter
+	// InternalVersion, when set, is the version of REST's objects when
+	// Kind is not the resource's (autoscaling/v1 for the Scale of custom
+	// resources); Kind's group's internal version otherwise.
+	InternalVersion schema.GroupVersion
 }
 
 // Connecter serves a stream subresource of one object.

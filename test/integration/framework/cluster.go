@@ -28,6 +28,10 @@ type Options struct {
 	// NoHugePages turns off the server's transparent huge page advice
 	// (skiff server --huge-pages=false), for comparisons.
 	NoHugePages bool
+	// EtcdServers, when set, is an etcd of the test's own the cluster
+	// keeps its state in (skiff server --etcd-servers), for tests that
+	// read what is stored or start a second cluster on the same state.
+	EtcdServers []string
 }
 
 // Cluster is a running in-process control plane.
@@ -61,6 +65,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			UnsafeNoFsync:    !opts.Fsync,
 			CompactInterval:  opts.CompactInterval,
 			NoHugePages:      opts.NoHugePages,
+			EtcdServers:      opts.EtcdServers,
 			OnReady: func(r app.ReadyServer) {
 				c.URL, c.Kubeconfig, c.InProcessConfig = r.URL, r.Kubeconfig, r.InProcessConfig
 				close(ready)
