@@ -165,13 +165,19 @@ func newTypedDocs(resources []*registry.Resource, q *queryParams) (*typedDocs, e
 		}
 		return swagger, "v2", nil
 	}))
+	// Every group version's document is built from the same definitions,
+	// as kube-apiserver's are: the documents share the schemas they take
+	// from them instead of each holding copies (tens of MB). builder3
+	// edits the definitions' extension maps as it goes and the index
+	// builds group versions concurrently, so builds take turns.
+	var building sync.Mutex
 	for _, gv := range t.order {
 		c := containers[gv]
 		key := groupVersionPath(gv)
 		t.v3[gv] = cached.Once(cached.Func(func() (*spec3.OpenAPI, string, error) {
-			// builder3 edits the definitions it is given, and the index
-			// builds group-versions concurrently: each gets its own.
-			doc, err := builder3.BuildOpenAPISpecFromRoutes([]common.RouteContainer{c}, v3Config(v3Definitions(namer), namer))
+			building.Lock()
+			defer building.Unlock()
+			doc, err := builder3.BuildOpenAPISpecFromRoutes([]common.RouteContainer{c}, v3Config(defs, namer))
 			if err != nil {
 				return nil, "", fmt.Errorf("openapi v3 %s: %w", gv, err)
 			}
