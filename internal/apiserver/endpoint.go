@@ -246,7 +246,7 @@ func (ep *endpoint) fromStored(obj runtime.Object) (runtime.Object, error) {
 		return obj, nil
 	}
 	// The conversions may share memory with obj: the result is only read.
-	internal, err := ep.res.Kinds.ConvertToVersion(obj, st.InternalVersion())
+	internal, err := ep.res.Kinds.ConvertToVersion(obj, ep.res.StoredHub())
 	if err != nil {
 		return nil, fmt.Errorf("convert stored %T: %w", obj, err)
 	}

@@ -112,11 +112,7 @@ func (ep *endpoint) toInternal(obj runtime.Object) (runtime.Object, error) {
 		return ep.res.Kinds.ConvertToVersion(obj, ep.hub)
 	}
 	if reflect.TypeOf(obj) != reflect.TypeOf(ep.res.REST.New()) || isUnstructured(obj) {
-		internal := ep.res.InternalVersion
-		if st := ep.res.Stored; st != nil && st.Version.Group != ep.res.GroupVersion.Group {
-			internal = st.InternalVersion() // events.k8s.io events are stored as core ones
-		}
-		return ep.res.Kinds.ConvertToVersion(obj, internal)
+		return ep.res.Kinds.ConvertToVersion(obj, ep.res.StoredHub())
 	}
 	return obj, nil
 }

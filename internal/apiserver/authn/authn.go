@@ -16,11 +16,11 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/request/websocket"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
-	"github.com/skiff-sh/skiff/internal/pki"
 )
 
 // Config is what an Authenticator checks requests with.
@@ -106,12 +106,19 @@ func (a *Authenticator) Authenticate(r *http.Request) (apiserver.User, bool) {
 }
 
 // ClientCert authenticates a request by the client certificate the TLS
-// layer verified against the cluster CA: the common name is the user,
-// the organizations its groups.
+// layer verified against the cluster CA, with kube-apiserver's x509
+// authenticator's rules (k8s.io/apiserver's CommonNameUserConversion):
+// the common name is the user, the organizations its groups, the
+// certificate's hash its credential id.
 func ClientCert(r *http.Request) (apiserver.User, bool) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
 		return apiserver.User{}, false
 	}
-	name, groups := pki.UserFromCert(r.TLS.PeerCertificates[0])
-	return apiserver.User{Name: name, Groups: groups}, true
+	resp, ok, err := x509request.CommonNameUserConversion.User(r.TLS.PeerCertificates)
+	if err != nil || !ok {
+		slog.Debug("unable to authenticate the request's client certificate", "method", r.Method, "path", r.URL.Path, "err", err)
+		return apiserver.User{}, false
+	}
+	u := resp.User
+	return apiserver.User{Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}, true
 }

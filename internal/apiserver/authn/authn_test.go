@@ -5,10 +5,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -173,6 +175,12 @@ func TestAuthenticate(t *testing.T) {
 			}
 			if u.Name != tt.want || u.UID != tt.wantUID || !slices.Equal(u.Groups, tt.groups) {
 				t.Errorf("user = %q uid %q groups %v, want %q uid %q groups %v", u.Name, u.UID, u.Groups, tt.want, tt.wantUID, tt.groups)
+			}
+			if tt.tls != nil {
+				sum := sha256.Sum256(tt.tls.PeerCertificates[0].Raw)
+				if want := []string{"X509SHA256=" + hex.EncodeToString(sum[:])}; !slices.Equal(u.Extra["authentication.kubernetes.io/credential-id"], want) {
+					t.Errorf("extra = %v, want the certificate's credential id %v", u.Extra, want)
+				}
 			}
 			if tt.token != nil && tt.tls == nil {
 				if r.Header.Get("Authorization") != "" {

@@ -150,7 +150,11 @@ func (g GroupVersion) stored(res *Resource, rs registrystorage.Config) *Stored {
 		st.Fields = f
 		return st
 	}
-	attrs, kinds, internal := rs.Attrs, res.Kinds, st.InternalVersion()
+	internal := res.InternalVersion
+	if rs.Version.Group != res.GroupVersion.Group {
+		internal = st.InternalVersion() // stored in another group
+	}
+	attrs, kinds := rs.Attrs, res.Kinds
 	st.Fields = func(stored runtime.Object) (fields.Set, error) {
 		obj, err := kinds.ConvertToVersion(stored, internal)
 		if err != nil {

@@ -168,6 +168,17 @@ type Connecter interface {
 	Connect(w http.ResponseWriter, r *http.Request, namespace, name string) error
 }
 
+// StoredHub is the version stored objects convert through on their way to
+// the served one: InternalVersion, or for a resource stored in another
+// group (events.k8s.io events kept as core events) that group's internal
+// version.
+func (r *Resource) StoredHub() schema.GroupVersion {
+	if st := r.Stored; st != nil && st.Version.Group != r.GroupVersion.Group {
+		return st.InternalVersion()
+	}
+	return r.InternalVersion
+}
+
 // GroupVersionKind is the resource's served kind.
 func (r *Resource) GroupVersionKind() schema.GroupVersionKind {
 	return r.GroupVersion.WithKind(r.Kind)
