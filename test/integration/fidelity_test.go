@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/test/integration/framework"
 )
@@ -167,4 +170,106 @@ func TestKubernetesService(t *testing.T) {
 	if svc.Labels["component"] != "apiserver" || svc.Labels["provider"] != "kubernetes" {
 		t.Errorf("kubernetes Service labels: %v", svc.Labels)
 	}
+}
+
+// TestPodRulesAreUpstreams: pods follow kube-apiserver v1.37's own rules
+// where skiff's former hand-written copies had drifted from them.
+func TestPodRulesAreUpstreams(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods := c.Client.CoreV1().Pods("default")
+	base := func(name string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+		}
+	}
+
+	t.Run("image volume gets its pull policy", func(t *testing.T) {
+		p := base("image-volume")
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "registry.example/data:latest"}}}}
+		got, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create: %v (kube-apiserver accepts it)", err)
+		}
+		if pp := got.Spec.Volumes[0].Image.PullPolicy; pp != corev1.PullAlways {
+			t.Errorf("image volume pullPolicy %q, want Always (a :latest reference)", pp)
+		}
+	})
+
+	t.Run("generation follows spec changes", func(t *testing.T) {
+		got, err := pods.Create(ctx, base("generation"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Generation != 1 {
+			t.Errorf("generation at create %d, want 1", got.Generation)
+		}
+		got.Spec.ActiveDeadlineSeconds = ptr.To[int64](600)
+		got, err = pods.Update(ctx, got, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Generation != 2 {
+			t.Errorf("generation after a spec update %d, want 2", got.Generation)
+		}
+		got.Labels["tier"] = "front"
+		got, err = pods.Update(ctx, got, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Generation != 2 {
+			t.Errorf("generation after a metadata update %d, want 2", got.Generation)
+		}
+	})
+
+	t.Run("pod affinity matchLabelKeys merge into the selector", func(t *testing.T) {
+		p := base("match-label-keys")
+		p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector:  &metav1.LabelSelector{MatchLabels: map[string]string{"role": "db"}},
+				TopologyKey:    "kubernetes.io/hostname",
+				MatchLabelKeys: []string{"app"},
+			}},
+		}}
+		got, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		term := got.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
+		if !slices.Equal(term.MatchLabelKeys, []string{"app"}) {
+			t.Errorf("matchLabelKeys %v, want kept", term.MatchLabelKeys)
+		}
+		want := metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"web"}}
+		if !slices.ContainsFunc(term.LabelSelector.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+			return r.Key == want.Key && r.Operator == want.Operator && slices.Equal(r.Values, want.Values)
+		}) {
+			t.Errorf("labelSelector %+v, want the pod's app label merged in as %+v", term.LabelSelector, want)
+		}
+	})
+
+	t.Run("fields of disabled alpha features are dropped", func(t *testing.T) {
+		p := base("alpha-field")
+		p.Spec.EvictionResponders = []corev1.EvictionResponder{{Name: "example.com/responder"}}
+		got, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Spec.EvictionResponders) != 0 {
+			t.Errorf("evictionResponders stored: %+v", got.Spec.EvictionResponders)
+		}
+	})
+
+	t.Run("generateName is cut to 58 characters", func(t *testing.T) {
+		p := base("")
+		p.GenerateName = strings.Repeat("a", 62) + "-"
+		got, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Name) != 63 || !strings.HasPrefix(got.Name, strings.Repeat("a", 58)) {
+			t.Errorf("generated name %q (%d characters), want 58 of the prefix and 5 random", got.Name, len(got.Name))
+		}
+	})
 }
