@@ -174,7 +174,8 @@ func newTypedDocs(resources []*registry.Resource, q *queryParams) (*typedDocs, e
 	for _, gv := range t.order {
 		c := containers[gv]
 		key := groupVersionPath(gv)
-		t.v3[gv] = cached.Once(cached.Func(func() (*spec3.OpenAPI, string, error) {
+		// Not kept: v3Document builds it once per document (see there).
+		t.v3[gv] = cached.Func(func() (*spec3.OpenAPI, string, error) {
 			building.Lock()
 			defer building.Unlock()
 			doc, err := builder3.BuildOpenAPISpecFromRoutes([]common.RouteContainer{c}, v3Config(defs, namer))
@@ -182,7 +183,7 @@ func newTypedDocs(resources []*registry.Resource, q *queryParams) (*typedDocs, e
 				return nil, "", fmt.Errorf("openapi v3 %s: %w", gv, err)
 			}
 			return doc, key, nil
-		}))
+		})
 	}
 	return t, nil
 }
@@ -293,14 +294,17 @@ func (s *Service) sync() error {
 
 // v3Document is a group version's /openapi/v3 document: the typed one
 // (nil when none of its resources is typed) with the sourced ones merged
-// in, built on first use.
+// in, built on first use. A typed document alone, built for this one
+// use, is handed over (see handOver).
 func v3Document(gv schema.GroupVersion, typed cached.Value[*spec3.OpenAPI], sources []registry.OpenAPISource, etag string) cached.Value[*spec3.OpenAPI] {
 	tag := groupVersionPath(gv) + "@" + etag
-	return cached.Once(cached.Func(func() (*spec3.OpenAPI, string, error) {
-		if len(sources) == 0 && typed != nil {
+	if len(sources) == 0 && typed != nil {
+		return handOver(cached.Func(func() (*spec3.OpenAPI, string, error) {
 			doc, _, err := typed.Get()
 			return doc, tag, err
-		}
+		}))
+	}
+	return cached.Once(cached.Func(func() (*spec3.OpenAPI, string, error) {
 		var docs []*spec3.OpenAPI
 		if typed != nil {
 			doc, _, err := typed.Get()
@@ -323,6 +327,44 @@ func v3Document(gv schema.GroupVersion, typed cached.Value[*spec3.OpenAPI], sour
 		}
 		return merged, tag, nil
 	}))
+}
+
+// handOver is build's document for its one reader, kube-openapi's handler3
+// group, which turns a document into JSON once per tag and keeps the bytes
+// (and protobuf made from them). The handler's caches also keep the first
+// document they were given, so a document built for it would stay in memory
+// next to its JSON for as long as the server runs: every group version's
+// operations and parameters (an idle server builds them all for the
+// /openapi/v3 index, which MutatingAdmissionPolicy's type converter reads).
+// So the first Get returns the document, and the next one, which comes only
+// after the handler has turned the first into JSON (it asks under the lock
+// it turns documents under), empties it and returns it with the same tag:
+// the handler keeps its JSON, and the document's content can be collected.
+// build must make a document no one else holds.
+func handOver(build cached.Value[*spec3.OpenAPI]) cached.Value[*spec3.OpenAPI] {
+	return &handedOver{build: build}
+}
+
+type handedOver struct {
+	mu    sync.Mutex
+	build cached.Value[*spec3.OpenAPI]
+	doc   *spec3.OpenAPI
+	tag   string
+}
+
+func (h *handedOver) Get() (*spec3.OpenAPI, string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.doc != nil {
+		*h.doc = spec3.OpenAPI{}
+		return h.doc, h.tag, nil
+	}
+	doc, tag, err := h.build.Get()
+	if err != nil {
+		return nil, "", err
+	}
+	h.build, h.doc, h.tag = nil, doc, tag
+	return doc, tag, nil
 }
 
 // typedKey identifies what the documents of typed resources depend on:

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/kube-openapi/pkg/cached"
 	"k8s.io/kube-openapi/pkg/handler3"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -538,5 +539,56 @@ func BenchmarkNew(b *testing.B) {
 		if _, err := New(catalogOf(resources...)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestV3DocumentsHandedOver: once a group version's JSON is made, the
+// document it was made from is emptied (the handler's caches keep the
+// pointer), and the JSON, protobuf and index stay what they were.
+func TestV3DocumentsHandedOver(t *testing.T) {
+	builds := 0
+	h := handOver(cached.Func(func() (*spec3.OpenAPI, string, error) {
+		builds++
+		return &spec3.OpenAPI{Version: "3.0.0", Paths: &spec3.Paths{Paths: map[string]*spec3.Path{"/x": {}}}}, "tag", nil
+	}))
+	first, tag, err := h.Get()
+	if err != nil || tag != "tag" || first.Paths == nil {
+		t.Fatalf("first Get = %v, %q, %v", first, tag, err)
+	}
+	second, tag, err := h.Get()
+	if err != nil || tag != "tag" || second != first {
+		t.Fatalf("second Get = %p (first %p), %q, %v", second, first, tag, err)
+	}
+	if first.Paths != nil || first.Version != "" {
+		t.Errorf("document kept its content after it was handed over: %+v", first)
+	}
+	if builds != 1 {
+		t.Errorf("built %d times", builds)
+	}
+
+	srv := newServer(t)
+	_, index := get(t, srv.URL+V3Path, "")
+	var bodies [][]byte
+	for range 3 {
+		resp, body := get(t, srv.URL+V3Path+"/api/v1", "application/json")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET api/v1: %d", resp.StatusCode)
+		}
+		bodies = append(bodies, body)
+	}
+	for i, body := range bodies[1:] {
+		if !bytes.Equal(body, bodies[0]) {
+			t.Errorf("request %d got another document (%d bytes, first %d)", i+2, len(body), len(bodies[0]))
+		}
+	}
+	if !bytes.Contains(bodies[0], []byte(`"/api/v1/namespaces/{namespace}/pods/{name}"`)) {
+		t.Errorf("api/v1 document lacks the pod path")
+	}
+	resp, pb := get(t, srv.URL+V3Path+"/api/v1", "application/com.github.proto-openapi.spec.v3@v1.0+protobuf")
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(pb, []byte("/api/v1/namespaces/{namespace}/pods/{name}")) {
+		t.Errorf("protobuf after JSON: %d, %d bytes", resp.StatusCode, len(pb))
+	}
+	if _, again := get(t, srv.URL+V3Path, ""); !bytes.Equal(again, index) {
+		t.Errorf("index changed: %s -> %s", index, again)
 	}
 }
