@@ -6,6 +6,8 @@ package framework
 import (
 	"context"
 	"errors"
+	"os"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -80,7 +82,13 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 				t.Errorf("cluster stopped with: %v", err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Errorf("cluster did not stop within 30s")
+			t.Errorf("cluster did not stop within 30s; goroutines: %s", dumpGoroutines())
+			// Its etcd still writes into the data directory the test is
+			// about to remove, and would end the whole test process.
+			select {
+			case <-done:
+			case <-time.After(90 * time.Second):
+			}
 		}
 	})
 	select {
@@ -101,4 +109,18 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		t.Fatalf("client: %v", err)
 	}
 	return c
+}
+
+// dumpGoroutines writes every goroutine's stack to a file and returns its
+// path (or why it could not).
+func dumpGoroutines() string {
+	f, err := os.CreateTemp("", "skiff-cluster-stop-*.txt")
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		return err.Error()
+	}
+	return f.Name()
 }
