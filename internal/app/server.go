@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -184,6 +185,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return err
 	}
+	apiServices, err := newAPIServices(inProcess("system:apiserver", "system:masters"), slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}))
+	if err != nil {
+		return err
+	}
 	openAPI, err := openapi.New(catalog)
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
@@ -217,6 +222,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return nil
 	})
 	g.Go(func() error { return crds.Run(gctx, inProcess("system:apiserver", "system:masters")) })
+	g.Go(func() error {
+		apiServices.Run(gctx)
+		return nil
+	})
 	if !cfg.NoHugePages {
 		g.Go(func() error {
 			// The heap grows by hundreds of megabytes under bursts of
@@ -288,6 +297,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			})
 		}
 		if err := waitCRDs(gctx, crds); err != nil {
+			return err
+		}
+		if err := waitAPIServices(gctx, apiServices); err != nil {
 			return err
 		}
 		slog.Info("skiff server is ready", "url", serverURL, "kubeconfig", kubeconfigPath)

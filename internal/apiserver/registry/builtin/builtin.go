@@ -201,6 +201,11 @@ func New(cfg Config) (*Builtin, error) {
 		}
 		b.Resources = append(b.Resources, rs...)
 	}
+	apiServices, err := apiRegistration(cfg.NewStore)
+	if err != nil {
+		return nil, fmt.Errorf("apiregistration.k8s.io/v1: %w", err)
+	}
+	b.Resources = append(b.Resources, apiServices...)
 	if cfg.KubeletProxy != nil {
 		for _, res := range b.Resources {
 			if res.GroupVersionResource() != (schema.GroupVersionResource{Version: "v1", Resource: "pods"}) {
