@@ -100,6 +100,9 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.StringVar(&cfg.CNIBridge, "cni-bridge", "cni0", "the local node's pod bridge (agents side by side need their own)")
 	fs.IntVar(&cfg.KubeletPort, "kubelet-port", kubeletserver.DefaultPort, "port of the local node's kubelet API (0: any free port; agents side by side need their own)")
 	fs.StringVar(&cfg.ServiceAccountIssuer, "service-account-issuer", app.DefaultServiceAccountIssuer, "issuer (iss claim) of the service account tokens the server issues and accepts, and the API server's audience; an https URL also serves OpenID discovery")
+	var enableAdmission, disableAdmission string
+	fs.StringVar(&enableAdmission, "enable-admission-plugins", "", "admission plugins to run besides kube-apiserver's default ones: Name,... (kube-apiserver's names; they run in its order)")
+	fs.StringVar(&disableAdmission, "disable-admission-plugins", "", "admission plugins of kube-apiserver's default ones not to run: Name,...")
 	hugePages := fs.Bool("huge-pages", true, "back the server's memory with transparent huge pages when the kernel leaves that to programs (THP mode madvise): fewer page faults as the heap grows, for about a tenth more resident memory")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -121,6 +124,8 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	if etcdServers != "" {
 		cfg.EtcdServers = strings.Split(etcdServers, ",")
 	}
+	cfg.EnableAdmissionPlugins = splitList(enableAdmission)
+	cfg.DisableAdmissionPlugins = splitList(disableAdmission)
 	cfg.NoHugePages = !*hugePages
 	return cfg, nil
 }
@@ -177,4 +182,15 @@ func imageGCFlags(fs *flag.FlagSet) *kubelet.ImageGCPolicy {
 	fs.DurationVar(&p.MinAge, "image-minimum-gc-age", p.MinAge, "minimum age of an unused image before it may be removed")
 	fs.DurationVar(&p.Period, "image-gc-period", p.Period, "how often image filesystem usage is checked")
 	return &p
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

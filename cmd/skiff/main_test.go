@@ -19,6 +19,8 @@ func TestParseServerFlags(t *testing.T) {
 		wantTaintKeys []string
 		wantNoSched   bool
 		wantIssuer    string
+		wantEnable    []string
+		wantDisable   []string
 	}{
 		{name: "defaults"},
 		{name: "huge pages off", args: []string{"--huge-pages=false"}, wantNoHuge: true},
@@ -28,6 +30,8 @@ func TestParseServerFlags(t *testing.T) {
 		{name: "taints", args: []string{"--register-with-taints", "dedicated=gpu:NoSchedule"}, wantTaintKeys: []string{"dedicated"}},
 		{name: "bad taint", args: []string{"--register-with-taints", "dedicated=gpu:Sometimes"}, wantErrText: "Sometimes"},
 		{name: "service account issuer", args: []string{"--service-account-issuer", "https://skiff.example"}, wantIssuer: "https://skiff.example"},
+		{name: "admission plugins", args: []string{"--enable-admission-plugins", "AlwaysPullImages, NodeRestriction", "--disable-admission-plugins=ServiceAccount"},
+			wantEnable: []string{"AlwaysPullImages", "NodeRestriction"}, wantDisable: []string{"ServiceAccount"}},
 		{name: "unknown flag", args: []string{"--no-such-flag"}, wantErr: errUsage},
 		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp},
 	}
@@ -47,6 +51,9 @@ func TestParseServerFlags(t *testing.T) {
 				return
 			case err != nil:
 				t.Fatal(err)
+			}
+			if strings.Join(cfg.EnableAdmissionPlugins, ",") != strings.Join(tt.wantEnable, ",") || strings.Join(cfg.DisableAdmissionPlugins, ",") != strings.Join(tt.wantDisable, ",") {
+				t.Errorf("admission plugins enabled %q disabled %q, want %q and %q", cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins, tt.wantEnable, tt.wantDisable)
 			}
 			if cfg.NoHugePages != tt.wantNoHuge {
 				t.Errorf("NoHugePages = %v, want %v", cfg.NoHugePages, tt.wantNoHuge)

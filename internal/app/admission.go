@@ -36,17 +36,31 @@ var admissionNotYet = sets.New(
 	"TaintNodesByCondition", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook",
 )
 
-// admissionPlugins are the plugins skiff runs, in kube-apiserver's order:
-// its default-on set (less admissionNotYet).
-func admissionPlugins() []string {
-	off := kubeoptions.DefaultOffAdmissionPlugins()
+// admissionPlugins are the plugins skiff runs, in kube-apiserver's order
+// whatever the order given: its default-on set (less admissionNotYet), with
+// enable added and disable taken out, as kube-apiserver's
+// --enable-admission-plugins and --disable-admission-plugins.
+func admissionPlugins(enable, disable []string) ([]string, error) {
+	known := sets.New(kubeoptions.AllOrderedPlugins...)
+	for _, list := range [][]string{enable, disable} {
+		for _, n := range list {
+			if !known.Has(n) {
+				return nil, fmt.Errorf("admission plugin %q is unknown", n)
+			}
+		}
+	}
+	if both := sets.New(enable...).Intersection(sets.New(disable...)); both.Len() > 0 {
+		return nil, fmt.Errorf("admission plugins %v appear in both the enabled and the disabled lists", sets.List(both))
+	}
+	on := sets.New(enable...)
+	off := kubeoptions.DefaultOffAdmissionPlugins().Union(admissionNotYet).Insert(disable...)
 	var names []string
 	for _, n := range kubeoptions.AllOrderedPlugins {
-		if !off.Has(n) && !admissionNotYet.Has(n) {
+		if on.Has(n) || !off.Has(n) {
 			names = append(names, n)
 		}
 	}
-	return names
+	return names, nil
 }
 
 // admissionChain is kube-apiserver's admission chain, from upstream's
@@ -57,7 +71,11 @@ type admissionChain struct {
 	informers informers.SharedInformerFactory
 }
 
-func newAdmissionChain(ctx context.Context, rc *rest.Config, authz authorizer.Authorizer) (*admissionChain, error) {
+func newAdmissionChain(ctx context.Context, rc *rest.Config, authz authorizer.Authorizer, enable, disable []string) (*admissionChain, error) {
+	names, err := admissionPlugins(enable, disable)
+	if err != nil {
+		return nil, err
+	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -89,7 +107,6 @@ func newAdmissionChain(ctx context.Context, rc *rest.Config, authz authorizer.Au
 			basecompatibility.NewEffectiveVersionFromString("1.37", "", ""), ctx.Done(), mapper),
 	}
 	initializers = append(initializers, kubeInitializers...)
-	names := admissionPlugins()
 	config, err := admission.ReadAdmissionConfiguration(names, "", nil)
 	if err != nil {
 		return nil, fmt.Errorf("admission configuration: %w", err)

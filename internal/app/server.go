@@ -83,6 +83,11 @@ type ServerConfig struct {
 	// the server issues, and the issuer it accepts; its API audience too.
 	// DefaultServiceAccountIssuer when empty.
 	ServiceAccountIssuer string
+	// EnableAdmissionPlugins and DisableAdmissionPlugins change the
+	// admission chain from kube-apiserver's default one, as its flags of
+	// the same names (plugins run in kube-apiserver's order regardless).
+	EnableAdmissionPlugins  []string
+	DisableAdmissionPlugins []string
 }
 
 // DefaultServiceAccountIssuer is the service account token issuer of a
@@ -194,7 +199,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return fmt.Errorf("openapi: %w", err)
 	}
 	api.SetOpenAPI(openAPI)
-	admit, err := newAdmissionChain(ctx, inProcess("system:apiserver", "system:masters"), authorizerfactory.NewAlwaysAllowAuthorizer())
+	admit, err := newAdmissionChain(ctx, inProcess("system:apiserver", "system:masters"), authorizerfactory.NewAlwaysAllowAuthorizer(), cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins)
 	if err != nil {
 		return err
 	}

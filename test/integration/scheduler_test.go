@@ -448,6 +448,9 @@ func testSchedulerProperty(t *testing.T, priorities bool) {
 //     competing for it.
 //
 // Both report how evenly the pods spread (most and fewest pods per node).
+// The server runs without the ServiceAccount, TaintNodesByCondition and
+// Priority admission plugins, as upstream's scheduler_perf runs
+// kube-apiserver (SKIFF_BENCH_ADMISSION=default runs the whole chain).
 //
 //	go test -run '^$' -bench BenchmarkSchedulerThroughput -benchtime 1x -timeout 60m ./test/integration/
 func BenchmarkSchedulerThroughput(b *testing.B) {
@@ -466,7 +469,11 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	b.StopTimer()
 	// SKIFF_HUGE_PAGES=false runs the server as `skiff server
 	// --huge-pages=false`, for comparisons.
-	c := framework.NewCluster(b, framework.Options{DisableScheduler: true, NoHugePages: os.Getenv("SKIFF_HUGE_PAGES") == "false"})
+	c := framework.NewCluster(b, framework.Options{
+		DisableScheduler:        true,
+		NoHugePages:             os.Getenv("SKIFF_HUGE_PAGES") == "false",
+		DisableAdmissionPlugins: benchAdmissionOff("ServiceAccount", "TaintNodesByCondition", "Priority"),
+	})
 	ctx := context.Background()
 	const parallel = 64
 	clients := make([]kubernetes.Interface, parallel)
@@ -709,4 +716,15 @@ func startProfile(b *testing.B) func() {
 		stop()
 		writeHeap(path)
 	}
+}
+
+// benchAdmissionOff returns off, the admission plugins a benchmark's
+// server leaves out as upstream's own benchmarks do, unless
+// SKIFF_BENCH_ADMISSION=default asks for kube-apiserver's whole default
+// chain.
+func benchAdmissionOff(off ...string) []string {
+	if os.Getenv("SKIFF_BENCH_ADMISSION") == "default" {
+		return nil
+	}
+	return off
 }

@@ -34,6 +34,10 @@ type Options struct {
 	// keeps its state in (skiff server --etcd-servers), for tests that
 	// read what is stored or start a second cluster on the same state.
 	EtcdServers []string
+	// DisableAdmissionPlugins are admission plugins of the default chain
+	// the cluster does not run (skiff server --disable-admission-plugins),
+	// for benchmarks set up as upstream's own.
+	DisableAdmissionPlugins []string
 }
 
 // Cluster is a running in-process control plane.
@@ -58,16 +62,17 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	done := make(chan error, 1)
 	go func() {
 		done <- app.RunServer(ctx, app.ServerConfig{
-			DataDir:          c.DataDir,
-			BindAddress:      "127.0.0.1",
-			SecurePort:       0,
-			DisableAgent:     true,
-			DisableScheduler: opts.DisableScheduler,
-			LogLevel:         "error",
-			UnsafeNoFsync:    !opts.Fsync,
-			CompactInterval:  opts.CompactInterval,
-			NoHugePages:      opts.NoHugePages,
-			EtcdServers:      opts.EtcdServers,
+			DataDir:                 c.DataDir,
+			BindAddress:             "127.0.0.1",
+			SecurePort:              0,
+			DisableAgent:            true,
+			DisableScheduler:        opts.DisableScheduler,
+			LogLevel:                "error",
+			UnsafeNoFsync:           !opts.Fsync,
+			CompactInterval:         opts.CompactInterval,
+			NoHugePages:             opts.NoHugePages,
+			EtcdServers:             opts.EtcdServers,
+			DisableAdmissionPlugins: opts.DisableAdmissionPlugins,
 			OnReady: func(r app.ReadyServer) {
 				c.URL, c.Kubeconfig, c.InProcessConfig = r.URL, r.Kubeconfig, r.InProcessConfig
 				close(ready)
