@@ -59,9 +59,10 @@ type output struct {
 }
 
 // negotiate picks the response form from the Accept header, in the order
-// the client listed its choices. It fails with 406 when nothing offered is
-// served.
-func (c *codecs) negotiate(r *http.Request) (output, error) {
+// the client listed its choices; Tables only when tables is set (the
+// endpoint has a table convertor). It fails with 406 when nothing offered
+// is served.
+func (c *codecs) negotiate(r *http.Request, tables bool) (output, error) {
 	accept := r.Header.Get("Accept")
 	if accept == "" {
 		return output{info: c.json}, nil
@@ -89,7 +90,7 @@ func (c *codecs) negotiate(r *http.Request) (output, error) {
 		switch as {
 		case "":
 		case "Table":
-			if params["g"] != "meta.k8s.io" || (params["v"] != "v1" && params["v"] != "v1beta1") || mt == mediaProtobuf {
+			if !tables || params["g"] != "meta.k8s.io" || (params["v"] != "v1" && params["v"] != "v1beta1") || mt == mediaProtobuf {
 				continue
 			}
 		case "PartialObjectMetadata", "PartialObjectMetadataList":

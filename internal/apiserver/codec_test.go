@@ -28,7 +28,7 @@ func TestNegotiate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/api/v1/pods", nil)
 			r.Header.Set("Accept", tt.accept)
-			out, err := c.negotiate(r)
+			out, err := c.negotiate(r, true)
 			if tt.wantNotAcceptable {
 				if err == nil || statusOf(err).Code != 406 {
 					t.Fatalf("want 406, got %v", err)

@@ -72,7 +72,7 @@ func (ep *endpoint) delete(w http.ResponseWriter, r *http.Request, info requestI
 	if !ok {
 		return methodNotSupported(r)
 	}
-	if _, err := ep.codecs.negotiate(r); err != nil {
+	if _, err := ep.negotiate(r); err != nil {
 		return err
 	}
 	opts, err := deleteOptions(r)
@@ -100,7 +100,7 @@ func (ep *endpoint) deleteCollection(w http.ResponseWriter, r *http.Request, inf
 	if !ok {
 		return methodNotSupported(r)
 	}
-	if _, err := ep.codecs.negotiate(r); err != nil {
+	if _, err := ep.negotiate(r); err != nil {
 		return err
 	}
 	lopts, err := ep.listOptions(r, info)
@@ -124,7 +124,7 @@ func (ep *endpoint) deleteCollection(w http.ResponseWriter, r *http.Request, inf
 	if err != nil {
 		served = result
 	}
-	out, err := ep.codecs.negotiate(r)
+	out, err := ep.negotiate(r)
 	if err != nil {
 		return err
 	}

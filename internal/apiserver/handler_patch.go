@@ -81,7 +81,7 @@ func (ep *endpoint) patch(w http.ResponseWriter, r *http.Request, info requestIn
 	if err != nil {
 		return err
 	}
-	if _, err := ep.codecs.negotiate(r); err != nil {
+	if _, err := ep.negotiate(r); err != nil {
 		return err
 	}
 	body, err := readBody(r)

@@ -90,7 +90,7 @@ func (ep *endpoint) storeError(err error, name string) error {
 // writeOutput writes one object as itself, as a Table or as metadata,
 // per the Accept header.
 func (ep *endpoint) writeOutput(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object) error {
-	out, err := ep.codecs.negotiate(r)
+	out, err := ep.negotiate(r)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func (ep *endpoint) list(w http.ResponseWriter, r *http.Request, info requestInf
 	}
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
-	out, err := ep.codecs.negotiate(r)
+	out, err := ep.negotiate(r)
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func (ep *endpoint) watch(w http.ResponseWriter, r *http.Request, info requestIn
 }
 
 func (ep *endpoint) watchWith(w http.ResponseWriter, r *http.Request, info requestInfo, opts *metainternalversion.ListOptions) error {
-	out, err := ep.codecs.negotiate(r)
+	out, err := ep.negotiate(r)
 	if err != nil {
 		return err
 	}

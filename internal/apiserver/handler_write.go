@@ -189,7 +189,7 @@ func (ep *endpoint) create(w http.ResponseWriter, r *http.Request, info requestI
 	if !ok {
 		return methodNotSupported(r)
 	}
-	if _, err := ep.codecs.negotiate(r); err != nil {
+	if _, err := ep.negotiate(r); err != nil {
 		return err
 	}
 	opts := &metav1.CreateOptions{}
@@ -278,7 +278,7 @@ func (ep *endpoint) createSub(w http.ResponseWriter, r *http.Request, info reque
 	if !ok {
 		return methodNotSupported(r)
 	}
-	if _, err := ep.codecs.negotiate(r); err != nil {
+	if _, err := ep.negotiate(r); err != nil {
 		return err
 	}
 	opts := &metav1.CreateOptions{}
@@ -334,7 +334,7 @@ func (ep *endpoint) update(w http.ResponseWriter, r *http.Request, info requestI
 	if !ok {
 		return methodNotSupported(r)
 	}
-	if _, err := ep.codecs.negotiate(r); err != nil {
+	if _, err := ep.negotiate(r); err != nil {
 		return err
 	}
 	opts := &metav1.UpdateOptions{}

@@ -50,7 +50,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if st.Code >= 500 {
 		slog.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	out, nerr := s.codecs.negotiate(r)
+	out, nerr := s.codecs.negotiate(r, true)
 	if nerr != nil || out.info.Serializer == nil {
 		out = output{info: s.codecs.json}
 	}
@@ -61,7 +61,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeObject answers with obj in the negotiated form.
 func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, obj runtime.Object) {
-	out, err := s.codecs.negotiate(r)
+	out, err := s.codecs.negotiate(r, true)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

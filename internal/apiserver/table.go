@@ -26,6 +26,23 @@ func tableOptions(r *http.Request) (*metav1.TableOptions, error) {
 	return opts, nil
 }
 
+// negotiate picks the response form for r (see codecs.negotiate).
+func (ep *endpoint) negotiate(r *http.Request) (output, error) {
+	return ep.codecs.negotiate(r, ep.servesTables())
+}
+
+// servesTables tells whether the endpoint answers in Tables: as in
+// kube-apiserver, when its REST converts to tables or lists (lists get the
+// default NAME and AGE columns); reviews and other create-only resources
+// answer a Table request with 406.
+func (ep *endpoint) servesTables() bool {
+	if _, ok := ep.rest.(rest.TableConvertor); ok {
+		return true
+	}
+	_, ok := ep.rest.(rest.Lister)
+	return ok
+}
+
 // tableConvertor is the endpoint's: REST's own (upstream's printers for
 // built-in kinds, additionalPrinterColumns for custom ones), or NAME and
 // AGE.

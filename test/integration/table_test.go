@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiff-sh/skiff/test/integration/framework"
@@ -26,5 +29,23 @@ func TestGetOneAsTable(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), `"kind":"Table"`) || !strings.Contains(string(raw), `"cells":["tabled","Active"`) {
 		t.Errorf("get namespace as Table: %s", raw)
+	}
+
+	// A resource with neither a table convertor nor a list (a review)
+	// answers a Table request with 406, as kube-apiserver (the conformance
+	// spec "should return a 406 for a backend which does not implement
+	// metadata"); with a fallback in Accept it answers in that form.
+	sar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/", Verb: "get"},
+	}}
+	err = c.Client.AuthorizationV1().RESTClient().Post().Resource("selfsubjectaccessreviews").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Body(sar).Do(ctx).Error()
+	if status, ok := err.(apierrors.APIStatus); !ok || status.Status().Code != http.StatusNotAcceptable {
+		t.Errorf("self subject access review as Table: %v, want 406", err)
+	}
+	raw, err = c.Client.AuthorizationV1().RESTClient().Post().Resource("selfsubjectaccessreviews").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io, application/json").Body(sar).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(raw), `"kind":"SelfSubjectAccessReview"`) {
+		t.Errorf("self subject access review with a fallback: %v: %s", err, raw)
 	}
 }
