@@ -78,6 +78,7 @@ func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, cata
 			APIAudiences:          auds,
 			ExtendExpiration:      true,
 			MaxExtendedExpiration: serviceaccount.ExpirationExtensionSeconds * time.Second,
+			Reviews:               a.Tokens(),
 		},
 		authn:     a,
 		discovery: discovery,

@@ -172,6 +172,49 @@ func TestServiceAccountTokens(t *testing.T) {
 			t.Errorf("%s token: err = %v, want 401", name, err)
 		}
 	}
+
+	// TokenReview: the API server's token authentication, for its own
+	// audience unless the review names others.
+	for _, tc := range []struct {
+		name      string
+		token     string
+		audiences []string
+		want      bool
+	}{
+		{name: "API audience", token: tr.Status.Token, want: true},
+		{name: "audience vault for the API", token: other.Status.Token},
+		{name: "audience vault for vault", token: other.Status.Token, audiences: []string{"vault"}, want: true},
+		{name: "forged", token: tr.Status.Token[:len(tr.Status.Token)-4] + "AAAA"},
+	} {
+		review, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{
+			Token: tc.token, Audiences: tc.audiences}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Errorf("%s: TokenReview: %v", tc.name, err)
+			continue
+		}
+		st := review.Status
+		if st.Authenticated != tc.want {
+			t.Errorf("%s: authenticated = %v (error %q), want %v", tc.name, st.Authenticated, st.Error, tc.want)
+			continue
+		}
+		if !tc.want {
+			if st.Error == "" {
+				t.Errorf("%s: refused without an error", tc.name)
+			}
+			continue
+		}
+		if st.User.Username != "system:serviceaccount:"+ns+":default" || !slices.Contains(st.User.Groups, "system:authenticated") ||
+			!slices.Contains(st.User.Groups, "system:serviceaccounts:"+ns) {
+			t.Errorf("%s: user = %+v", tc.name, st.User)
+		}
+		wantAuds := tc.audiences
+		if wantAuds == nil {
+			wantAuds = []string{"https://kubernetes.default.svc.cluster.local"}
+		}
+		if !slices.Equal(st.Audiences, wantAuds) {
+			t.Errorf("%s: audiences = %q, want %q", tc.name, st.Audiences, wantAuds)
+		}
+	}
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "builder"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,13 @@ func New(cfg Config) (*Authenticator, error) {
 	}, nil
 }
 
+// Tokens authenticates the bearer tokens of a request, with
+// system:authenticated added: what TokenReview asks kube-apiserver's
+// authenticator (client certificates play no part there).
+func (a *Authenticator) Tokens() authenticator.Request {
+	return a.tokens
+}
+
 // Authenticate returns the caller of r, or false when r carries no
 // credentials or bad ones (the API server answers 401). A bearer token
 // that authenticates is removed from r's headers, so that nothing past

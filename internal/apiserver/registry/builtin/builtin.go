@@ -96,6 +96,9 @@ type ServiceAccountTokens struct {
 	// past 3607 s (--service-account-extend-token-expiration).
 	ExtendExpiration      bool
 	MaxExtendedExpiration time.Duration
+	// Reviews authenticates the tokens of TokenReviews, for APIAudiences
+	// when a review names none; nil authenticates none.
+	Reviews authenticator.Request
 }
 
 // Builtin is the built-in resources and the background work their

@@ -129,7 +129,7 @@ type storageProvider interface {
 // providers are the API groups beyond core/v1, with what each needs.
 func providers(cfg Config, factory informers.SharedInformerFactory, client kubernetes.Interface) []storageProvider {
 	return []storageProvider{
-		authenticationrest.RESTStorageProvider{},
+		authenticationrest.RESTStorageProvider{Authenticator: cfg.ServiceAccountTokens.Reviews, APIAudiences: cfg.ServiceAccountTokens.APIAudiences},
 		authorizationrest.RESTStorageProvider{Authorizer: cfg.Authorizer, RuleResolver: cfg.RuleResolver},
 		certificatesrest.RESTStorageProvider{Authorizer: cfg.Authorizer},
 		coordinationrest.RESTStorageProvider{},
