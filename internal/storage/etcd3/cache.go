@@ -14,6 +14,7 @@ import (
 	"github.com/google/btree"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,12 +142,8 @@ type watchCache struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	// watchCtx is the context of the cache's etcd watch. Every cache's
-	// watch shares one gRPC stream (etcd's client groups watches by their
-	// contexts' metadata, the same for all), as kube-apiserver's caches
-	// do: a stream per resource cost a dozen goroutines and their buffers
-	// each. A progress request then answers every cache on the stream
-	// (etcd broadcasts its notification), once all its watches are synced.
+	// watchCtx carries metadata unique to this cache so its etcd watch
+	// gets a gRPC stream of its own, and progress requests reach it alone.
 	watchCtx context.Context
 	wg       sync.WaitGroup
 
@@ -185,7 +182,7 @@ func newWatchCache(s *Store, o options) *watchCache {
 		maxEvents:  max(o.maxEvents, o.minEvents),
 		ctx:        ctx,
 		cancel:     cancel,
-		watchCtx:   clientv3.WithRequireLeader(ctx),
+		watchCtx:   metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "skiff-watch-cache", s.prefix),
 		tree:       btree.NewG(32, entryLess),
 		revCh:      make(chan struct{}),
 		readyCh:    make(chan struct{}),
