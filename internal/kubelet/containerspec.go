@@ -41,7 +41,10 @@ func (k *Kubelet) sandboxConfig(ctx context.Context, pod *corev1.Pod, attempt ui
 		hostname = pod.Spec.Hostname
 	}
 	if pod.Spec.HostNetwork {
-		hostname, _ = os.Hostname()
+		// The node's own UTS namespace: the runtime must not set a
+		// hostname there (runc refuses to), as the kubelet leaves it
+		// empty.
+		hostname = ""
 	}
 	if len(hostname) > 63 {
 		hostname = strings.TrimRight(hostname[:63], "-.")

@@ -193,29 +193,43 @@ func readLimited(path string, n int) ([]byte, error) {
 	return buf[:m], nil
 }
 
-// logTail returns the last lines of a CRI log file (message parts only),
-// at most maxBytes.
+// logTail returns the last lines of a CRI log file (message parts only,
+// a partial line joined to what follows it), at most maxBytes.
 func logTail(path string, lines, maxBytes int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	var out []string
+	var text strings.Builder
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		// <time> <stream> <P|F> <message>
 		parts := strings.SplitN(sc.Text(), " ", 4)
-		if len(parts) == 4 {
-			out = append(out, parts[3])
+		if len(parts) != 4 {
+			continue
+		}
+		text.WriteString(parts[3])
+		if parts[2] != "P" {
+			text.WriteByte('\n')
 		}
 	}
-	if len(out) > lines {
-		out = out[len(out)-lines:]
+	s := text.String()
+	// The last lines: cut after the newline that ends the line before them.
+	end := len(s)
+	if strings.HasSuffix(s, "\n") {
+		end--
 	}
-	s := strings.Join(out, "\n")
-	if len(out) > 0 {
-		s += "\n"
+	for n := 0; n < lines; n++ {
+		i := strings.LastIndexByte(s[:end], '\n')
+		if i < 0 {
+			end = -1
+			break
+		}
+		end = i
+	}
+	if end >= 0 {
+		s = s[end+1:]
 	}
 	if len(s) > maxBytes {
 		s = s[len(s)-maxBytes:]

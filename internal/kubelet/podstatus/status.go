@@ -170,6 +170,9 @@ func containerStatuses(in Input, specs []corev1.Container, hasInit, init bool) [
 			cs.Ready = ready
 		case plan.Exited:
 			cs.State.Terminated = terminated(in, latest)
+			// An init container (not a sidecar) that succeeded is ready,
+			// as the kubelet's prober manager reports it.
+			cs.Ready = init && !plan.IsSidecar(spec) && cs.State.Terminated.ExitCode == 0
 		default:
 			reason := ContainerCreating
 			if hasWaiting {

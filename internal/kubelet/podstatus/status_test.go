@@ -62,6 +62,8 @@ func TestGenerate(t *testing.T) {
 		wantLast    string
 		wantRestart int32
 		wantMsg     string // Ready condition message
+		// wantInitReady, when set, is the first init container's ready.
+		wantInitReady *bool
 	}{
 		{
 			name: "nothing yet: ContainerCreating", pod: newPod(corev1.RestartPolicyAlways, nil, "a"),
@@ -73,6 +75,7 @@ func TestGenerate(t *testing.T) {
 			rt:        plan.Runtime{Sandboxes: []plan.Sandbox{sandbox}, Containers: []plan.Container{c("c0", "i", plan.Running, 0, 0)}},
 			wantPhase: corev1.PodPending, wantReady: corev1.ConditionFalse, wantInit: corev1.ConditionFalse,
 			wantState: "waiting/PodInitializing", wantMsg: "containers with unready status: [a]",
+			wantInitReady: ptr(false),
 		},
 		{
 			name: "running without probes: Ready", pod: newPod(corev1.RestartPolicyAlways, nil, "a"),
@@ -136,7 +139,14 @@ func TestGenerate(t *testing.T) {
 			name: "init failed under Never: Failed", pod: newPod(corev1.RestartPolicyNever, []string{"i"}, "a"),
 			rt:        plan.Runtime{Sandboxes: []plan.Sandbox{sandbox}, Containers: []plan.Container{c("c0", "i", plan.Exited, 0, 1)}},
 			wantPhase: corev1.PodFailed, wantReady: corev1.ConditionFalse, wantInit: corev1.ConditionFalse,
-			wantState: "waiting/PodInitializing",
+			wantState: "waiting/PodInitializing", wantInitReady: ptr(false),
+		},
+		{
+			name: "init succeeded: ready, as the kubelet reports it", pod: newPod(corev1.RestartPolicyNever, []string{"i"}, "a"),
+			rt: plan.Runtime{Sandboxes: []plan.Sandbox{sandbox}, Containers: []plan.Container{
+				c("c0", "i", plan.Exited, 0, 0), c("c1", "a", plan.Running, 0, 0)}},
+			wantPhase: corev1.PodRunning, wantReady: corev1.ConditionTrue, wantInit: corev1.ConditionTrue,
+			wantState: "running", wantInitReady: ptr(true),
 		},
 		{
 			name: "deleted pod with Always, killed: Failed", pod: newPod(corev1.RestartPolicyAlways, nil, "a"),
@@ -206,6 +216,9 @@ func TestGenerate(t *testing.T) {
 			if cs.RestartCount != tt.wantRestart {
 				t.Errorf("restartCount = %d, want %d", cs.RestartCount, tt.wantRestart)
 			}
+			if tt.wantInitReady != nil && st.InitContainerStatuses[0].Ready != *tt.wantInitReady {
+				t.Errorf("init container ready = %v, want %v", st.InitContainerStatuses[0].Ready, *tt.wantInitReady)
+			}
 			if tt.reason != "" && st.Reason != tt.reason {
 				t.Errorf("reason = %q, want %q", st.Reason, tt.reason)
 			}
@@ -228,3 +241,5 @@ func TestGenerateKeepsTransitionTimes(t *testing.T) {
 		t.Errorf("start time or IP not kept: %v %v %s", first.StartTime, second.StartTime, second.PodIP)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
