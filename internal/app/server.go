@@ -277,6 +277,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			return err
 		}
 		controllers := inProcess("system:kube-controller-manager")
+		// kube-controller-manager's --kube-api-qps and --kube-api-burst
+		// defaults: client-go's own (5/10) left the namespace controller,
+		// with its discovery and lists per namespace, minutes behind.
+		controllers.QPS, controllers.Burst = 50, 100
 		cs, err := kubernetes.NewForConfig(controllers)
 		if err != nil {
 			return err
