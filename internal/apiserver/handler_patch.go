@@ -335,7 +335,11 @@ func (p *patchRequest) strategicMerge(ctx context.Context, current runtime.Objec
 		case mergepatch.ErrNoListOfLists, mergepatch.ErrPatchContentNotMatchRetainKeys:
 			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 		}
-		return nil, err
+		// The object patched is one the server stored, so whatever else
+		// fails is the patch's doing (a list item without its merge key:
+		// "map: map[] does not contain declared merge key: name"):
+		// kube-apiserver answers 500 there; skiff answers bad input 400.
+		return nil, badRequest(err.Error())
 	}
 	obj, err := p.ep.newServed()
 	if err != nil {
