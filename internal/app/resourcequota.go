@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"k8s.io/apiserver/pkg/quota/v1/generic"
@@ -19,14 +18,12 @@ import (
 
 // kube-controller-manager's defaults for its resourcequota controller:
 // --concurrent-resource-quota-syncs, --resource-quota-sync-period (the
-// full recalculation of every quota's usage), the period of the discovery
-// Sync that starts monitors for new resources, and --min-resync-period
-// (replenishment informers resync between it and twice it).
+// full recalculation of every quota's usage) and the period of the
+// discovery Sync that starts monitors for new resources.
 const (
 	quotaWorkers          = 5
 	quotaFullResync       = 5 * time.Minute
 	quotaDiscoveryPeriod  = 30 * time.Second
-	quotaMinResyncPeriod  = 12 * time.Hour
 	quotaControllerClient = "resourcequota-controller"
 )
 
@@ -59,11 +56,16 @@ func newResourceQuotaController(ctx context.Context, rc *rest.Config, typed info
 		return nil, fmt.Errorf("resourcequota controller: quota configuration: %w", err)
 	}
 	rq, err := resourcequotacontroller.NewController(ctx, &resourcequotacontroller.ControllerOptions{
-		QuotaClient:               cs.CoreV1(),
-		ResourceQuotaInformer:     typed.Core().V1().ResourceQuotas(),
-		ResyncPeriod:              pkgcontroller.StaticResyncPeriodFunc(quotaFullResync),
-		InformerFactory:           objects,
-		ReplenishmentResyncPeriod: jitteredResyncPeriod(quotaMinResyncPeriod),
+		QuotaClient:           cs.CoreV1(),
+		ResourceQuotaInformer: typed.Core().V1().ResourceQuotas(),
+		ResyncPeriod:          pkgcontroller.StaticResyncPeriodFunc(quotaFullResync),
+		InformerFactory:       objects,
+		// kube-controller-manager resyncs the replenishment handlers
+		// every 12 to 24 h (--min-resync-period); the server's factory
+		// has no resync, so client-go would drop that period with a
+		// warning per informer. Nothing is lost: a resync hands the
+		// handler an unchanged object, which the update filter ignores.
+		ReplenishmentResyncPeriod: pkgcontroller.NoResyncPeriodFunc,
 		DiscoveryFunc:             discoveryFunc,
 		IgnoredResourcesFunc:      quotaConfig.IgnoredResources,
 		InformersStarted:          informersStarted,
@@ -77,13 +79,4 @@ func newResourceQuotaController(ctx context.Context, rc *rest.Config, typed info
 		func(ctx context.Context) { rq.Run(ctx, quotaWorkers) },
 		func(ctx context.Context) { rq.Sync(ctx, discoveryFunc, quotaDiscoveryPeriod) },
 	}, nil
-}
-
-// jitteredResyncPeriod is kube-controller-manager's ResyncPeriod: each
-// call a period between min and twice min, so that informers do not
-// resync in lock-step.
-func jitteredResyncPeriod(min time.Duration) pkgcontroller.ResyncPeriodFunc {
-	return func() time.Duration {
-		return time.Duration(float64(min) * (1 + rand.Float64()))
-	}
 }
