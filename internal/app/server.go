@@ -26,7 +26,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
+	"k8s.io/controller-manager/pkg/informerfactory"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
 	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
@@ -354,6 +357,17 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 		return err
 	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
+	meta, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	// Informers for resources without a client-go type (custom resources,
+	// aggregated APIs) are metadata-only, as kube-controller-manager's
+	// ObjectOrMetadataInformerFactory; informersStarted is closed once
+	// both factories have started.
+	metaFactory := metadatainformer.NewSharedInformerFactory(meta, 0)
+	objects := informerfactory.NewInformerFactory(factory, metaFactory)
+	informersStarted := make(chan struct{})
 	nsController, err := namespace.New(namespace.Config{
 		Client: cs, Dynamic: dyn, Discovery: cs.Discovery(), Informers: factory,
 	})
@@ -374,18 +388,24 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 	if err != nil {
 		return fmt.Errorf("root-ca-cert-publisher: %w", err)
 	}
-	factory.Start(ctx.Done())
+	quota, err := newResourceQuotaController(ctx, rc, factory, objects, informersStarted)
+	if err != nil {
+		return err
+	}
+	objects.Start(ctx.Done())
+	close(informersStarted)
 	var controllers sync.WaitGroup
-	for _, run := range []func(context.Context){
+	for _, run := range append([]func(context.Context){
 		nsController.Run,
 		func(ctx context.Context) { saController.Run(ctx, 1) },
 		func(ctx context.Context) { caPublisher.Run(ctx, 1) },
-	} {
+	}, quota...) {
 		controllers.Go(func() { run(ctx) })
 	}
 	g.Go(func() error {
 		controllers.Wait()
 		factory.Shutdown()
+		metaFactory.Shutdown()
 		return nil
 	})
 	if !withScheduler {
