@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -34,7 +33,6 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/controller/namespace"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/hugepages"
 	"github.com/skiff-sh/skiff/internal/kubelet"
@@ -349,14 +347,8 @@ func SchedulerClientConfig(rc *rest.Config) *rest.Config {
 // like any other client, over rc's in-process transport; the scheduler
 // over schedRC's. rootCA is the cluster CA published in every namespace.
 func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, rootCA []byte, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
-	nsController, err := namespace.New(namespace.Config{
-		Client: cs, Dynamic: dyn, Discovery: cs.Discovery(), Informers: factory,
-	})
+	runNamespaceController, err := newNamespaceController(ctx, rc, factory)
 	if err != nil {
 		return err
 	}
@@ -377,7 +369,7 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 	factory.Start(ctx.Done())
 	var controllers sync.WaitGroup
 	for _, run := range []func(context.Context){
-		nsController.Run,
+		runNamespaceController,
 		func(ctx context.Context) { saController.Run(ctx, 1) },
 		func(ctx context.Context) { caPublisher.Run(ctx, 1) },
 	} {
