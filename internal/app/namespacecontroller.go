@@ -18,17 +18,11 @@ import (
 	namespaceconfig "k8s.io/kubernetes/pkg/controller/namespace/config/v1alpha1"
 )
 
-// kube-controller-manager's --kube-api-qps and --kube-api-burst defaults,
-// from which its namespace controller's client limits are derived.
-const (
-	kcmAPIQPS   = 20
-	kcmAPIBurst = 30
-)
-
 // newNamespaceController is kube-controller-manager's "namespace"
 // controller wired as its descriptor (cmd/kube-controller-manager/app,
 // newNamespaceController) wires it: a client whose limits are 20 times
-// the controller manager's QPS and 100 times its burst, a metadata
+// the QPS and 100 times the burst of rc (the controllers' client; unset
+// limits count as client-go's defaults, which they stand for), a metadata
 // client, the server's preferred namespaced resources from discovery,
 // the "kubernetes" finalizer, and the --namespace-sync-period and
 // --concurrent-namespace-syncs defaults (5 minutes, 10 workers).
@@ -44,8 +38,14 @@ const (
 // answers, and the construction given up when ctx ends first.
 func newNamespaceController(ctx context.Context, rc *rest.Config, factory informers.SharedInformerFactory) (func(context.Context), error) {
 	nsConfig := rest.CopyConfig(rc)
-	nsConfig.QPS = kcmAPIQPS * 20
-	nsConfig.Burst = kcmAPIBurst * 100
+	if nsConfig.QPS == 0 {
+		nsConfig.QPS = rest.DefaultQPS
+	}
+	if nsConfig.Burst == 0 {
+		nsConfig.Burst = rest.DefaultBurst
+	}
+	nsConfig.QPS *= 20
+	nsConfig.Burst *= 100
 	nsConfig.UserAgent = "namespace-controller"
 	client, err := kubernetes.NewForConfig(nsConfig)
 	if err != nil {
