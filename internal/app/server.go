@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -37,7 +36,6 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/controller/namespace"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/hugepages"
 	"github.com/skiff-sh/skiff/internal/kubelet"
@@ -280,9 +278,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			return err
 		}
 		controllers := inProcess("system:kube-controller-manager")
-		// kube-controller-manager's --kube-api-qps and --kube-api-burst
-		// defaults: client-go's own (5/10) left the namespace controller,
-		// with its discovery and lists per namespace, minutes behind.
+		// component-base's generic client limits (kube-controller-manager's
+		// own --kube-api-qps/--kube-api-burst defaults are 20/30): client-go's
+		// 5/10 left the namespace controller, with its discovery and lists
+		// per namespace, minutes behind.
 		controllers.QPS, controllers.Burst = 50, 100
 		cs, err := kubernetes.NewForConfig(controllers)
 		if err != nil {
@@ -352,10 +351,6 @@ func SchedulerClientConfig(rc *rest.Config) *rest.Config {
 // like any other client, over rc's in-process transport; the scheduler
 // over schedRC's. rootCA is the cluster CA published in every namespace.
 func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, rootCA []byte, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	meta, err := metadata.NewForConfig(rc)
 	if err != nil {
@@ -368,9 +363,7 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 	metaFactory := metadatainformer.NewSharedInformerFactory(meta, 0)
 	objects := informerfactory.NewInformerFactory(factory, metaFactory)
 	informersStarted := make(chan struct{})
-	nsController, err := namespace.New(namespace.Config{
-		Client: cs, Dynamic: dyn, Discovery: cs.Discovery(), Informers: factory,
-	})
+	runNamespaceController, err := newNamespaceController(ctx, rc, factory)
 	if err != nil {
 		return err
 	}
@@ -396,7 +389,7 @@ func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, c
 	close(informersStarted)
 	var controllers sync.WaitGroup
 	for _, run := range append([]func(context.Context){
-		nsController.Run,
+		runNamespaceController,
 		func(ctx context.Context) { saController.Run(ctx, 1) },
 		func(ctx context.Context) { caPublisher.Run(ctx, 1) },
 	}, quota...) {
