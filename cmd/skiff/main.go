@@ -103,6 +103,10 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	var enableAdmission, disableAdmission string
 	fs.StringVar(&enableAdmission, "enable-admission-plugins", "", "admission plugins to run besides kube-apiserver's default ones: Name,... (kube-apiserver's names; they run in its order)")
 	fs.StringVar(&disableAdmission, "disable-admission-plugins", "", "admission plugins of kube-apiserver's default ones not to run: Name,...")
+	var controllers string
+	fs.StringVar(&controllers, "controllers", "*", "kube-controller-manager's controllers to run: '*' runs those on by default, 'foo' turns foo on, '-foo' turns it off (kube-controller-manager's names)")
+	fs.StringVar(&cfg.ControllerManager.ClusterCIDR, "cluster-cidr", "", "pod range of the cluster: node IPAM gives each node a /24 of it as spec.podCIDR (default: none; each node keeps its --pod-cidr)")
+	leaderElect := fs.Bool("leader-elect", true, "run the controllers only while holding the kube-controller-manager Lease in kube-system, so that servers sharing an etcd take turns")
 	hugePages := fs.Bool("huge-pages", true, "back the server's memory with transparent huge pages when the kernel leaves that to programs (THP mode madvise): fewer page faults as the heap grows, for about a tenth more resident memory")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +131,8 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	cfg.EnableAdmissionPlugins = splitList(enableAdmission)
 	cfg.DisableAdmissionPlugins = splitList(disableAdmission)
 	cfg.NoHugePages = !*hugePages
+	cfg.ControllerManager.Controllers = splitList(controllers)
+	cfg.ControllerManager.NoLeaderElection = !*leaderElect
 	return cfg, nil
 }
 

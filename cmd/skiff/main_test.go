@@ -21,6 +21,10 @@ func TestParseServerFlags(t *testing.T) {
 		wantIssuer    string
 		wantEnable    []string
 		wantDisable   []string
+		// wantControllers is --controllers as parsed; nil means "*".
+		wantControllers []string
+		wantNoLeader    bool
+		wantClusterCIDR string
 	}{
 		{name: "defaults"},
 		{name: "huge pages off", args: []string{"--huge-pages=false"}, wantNoHuge: true},
@@ -32,6 +36,8 @@ func TestParseServerFlags(t *testing.T) {
 		{name: "service account issuer", args: []string{"--service-account-issuer", "https://skiff.example"}, wantIssuer: "https://skiff.example"},
 		{name: "admission plugins", args: []string{"--enable-admission-plugins", "AlwaysPullImages, NodeRestriction", "--disable-admission-plugins=ServiceAccount"},
 			wantEnable: []string{"AlwaysPullImages", "NodeRestriction"}, wantDisable: []string{"ServiceAccount"}},
+		{name: "controllers", args: []string{"--controllers", "*,-deployment", "--leader-elect=false", "--cluster-cidr", "10.42.0.0/16"},
+			wantControllers: []string{"*", "-deployment"}, wantNoLeader: true, wantClusterCIDR: "10.42.0.0/16"},
 		{name: "unknown flag", args: []string{"--no-such-flag"}, wantErr: errUsage},
 		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp},
 	}
@@ -54,6 +60,14 @@ func TestParseServerFlags(t *testing.T) {
 			}
 			if strings.Join(cfg.EnableAdmissionPlugins, ",") != strings.Join(tt.wantEnable, ",") || strings.Join(cfg.DisableAdmissionPlugins, ",") != strings.Join(tt.wantDisable, ",") {
 				t.Errorf("admission plugins enabled %q disabled %q, want %q and %q", cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins, tt.wantEnable, tt.wantDisable)
+			}
+			wantControllers := tt.wantControllers
+			if wantControllers == nil {
+				wantControllers = []string{"*"}
+			}
+			cm := cfg.ControllerManager
+			if strings.Join(cm.Controllers, ",") != strings.Join(wantControllers, ",") || cm.NoLeaderElection != tt.wantNoLeader || cm.ClusterCIDR != tt.wantClusterCIDR {
+				t.Errorf("controller manager %+v, want controllers %q, no leader election %v, cluster CIDR %q", cm, wantControllers, tt.wantNoLeader, tt.wantClusterCIDR)
 			}
 			if cfg.NoHugePages != tt.wantNoHuge {
 				t.Errorf("NoHugePages = %v, want %v", cfg.NoHugePages, tt.wantNoHuge)

@@ -7,6 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/component-base/metrics/legacyregistry"
+	// Work queues report kube-controller-manager's workqueue_* series.
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 )
 
 // metrics are the API server's Prometheus series, named as kube-apiserver
@@ -37,9 +40,12 @@ func newMetrics() *metrics {
 			Help: "Number of currently open watches.",
 		}),
 	}
-	m.Registry.MustRegister(m.requests, m.latency, m.watchers,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	m.handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	m.Registry.MustRegister(m.requests, m.latency, m.watchers)
+	// Upstream's components in the process (the controllers' work queues
+	// and their own series, admission, client-go) register with
+	// component-base's global registry, which also has the Go runtime and
+	// process collectors: /metrics serves both registries.
+	m.handler = promhttp.HandlerFor(prometheus.Gatherers{m.Registry, legacyregistry.DefaultGatherer}, promhttp.HandlerOpts{})
 	return m
 }
 

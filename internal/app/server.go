@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,15 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
-	"k8s.io/controller-manager/pkg/informerfactory"
-	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
-	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
+	"k8s.io/kubernetes/pkg/controlplane/controller/legacytokentracking"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
@@ -89,6 +82,9 @@ type ServerConfig struct {
 	// the same names (plugins run in kube-apiserver's order regardless).
 	EnableAdmissionPlugins  []string
 	DisableAdmissionPlugins []string
+	// ControllerManager is what the server takes of kube-controller-manager's
+	// flags (--controllers, --cluster-cidr, --leader-elect).
+	ControllerManager ControllerManagerConfig
 }
 
 // DefaultServiceAccountIssuer is the service account token issuer of a
@@ -294,7 +290,24 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			runKubernetesService(gctx, client, cs, advertiseAddress(cfg.BindAddress), ln.Addr().(*net.TCPAddr).Port)
 			return nil
 		})
-		if err := startControllers(gctx, g, controllers, cs, keys.CA.CertPEM, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
+		// kube-apiserver's legacy token tracking: the kube-system ConfigMap
+		// that dates when legacy service account tokens began to be
+		// tracked, which kube-controller-manager's
+		// legacy-serviceaccount-token-cleaner reads.
+		g.Go(func() error {
+			legacytokentracking.NewController(cs).RunWithContext(gctx)
+			return nil
+		})
+		cmConfig, err := kubeControllerManagerConfig(cfg.ControllerManager, keys.Dir)
+		if err != nil {
+			return err
+		}
+		identity, err := controllerManagerIdentity(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity}
+		if err := startControllers(gctx, g, cm, cs, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
@@ -346,61 +359,11 @@ func SchedulerClientConfig(rc *rest.Config) *rest.Config {
 	return c
 }
 
-// startControllers runs the controllers of the control plane in g, over
-// one shared informer factory; they reach the API server through client-go
-// like any other client, over rc's in-process transport; the scheduler
-// over schedRC's. rootCA is the cluster CA published in every namespace.
-func startControllers(ctx context.Context, g *errgroup.Group, rc *rest.Config, cs kubernetes.Interface, rootCA []byte, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	meta, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	// Informers for resources without a client-go type (custom resources,
-	// aggregated APIs) are metadata-only, as kube-controller-manager's
-	// ObjectOrMetadataInformerFactory; informersStarted is closed once
-	// both factories have started.
-	metaFactory := metadatainformer.NewSharedInformerFactory(meta, 0)
-	objects := informerfactory.NewInformerFactory(factory, metaFactory)
-	informersStarted := make(chan struct{})
-	runNamespaceController, err := newNamespaceController(ctx, rc, factory)
-	if err != nil {
-		return err
-	}
-	// kube-controller-manager's serviceaccount controller (a "default"
-	// ServiceAccount in every namespace) and root-ca-cert-publisher (the
-	// cluster CA as the kube-root-ca.crt ConfigMap in every namespace),
-	// one worker each as there.
-	saController, err := serviceaccountcontroller.NewServiceAccountsController(klog.Background(),
-		factory.Core().V1().ServiceAccounts(), factory.Core().V1().Namespaces(), cs,
-		serviceaccountcontroller.DefaultServiceAccountsControllerOptions())
-	if err != nil {
-		return fmt.Errorf("serviceaccount controller: %w", err)
-	}
-	caPublisher, err := rootcacertpublisher.NewPublisher(factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), cs, rootCA)
-	if err != nil {
-		return fmt.Errorf("root-ca-cert-publisher: %w", err)
-	}
-	quota, err := newResourceQuotaController(ctx, rc, factory, objects, informersStarted)
-	if err != nil {
-		return err
-	}
-	objects.Start(ctx.Done())
-	close(informersStarted)
-	var controllers sync.WaitGroup
-	for _, run := range append([]func(context.Context){
-		runNamespaceController,
-		func(ctx context.Context) { saController.Run(ctx, 1) },
-		func(ctx context.Context) { caPublisher.Run(ctx, 1) },
-	}, quota...) {
-		controllers.Go(func() { run(ctx) })
-	}
-	g.Go(func() error {
-		controllers.Wait()
-		factory.Shutdown()
-		metaFactory.Shutdown()
-		return nil
-	})
+// startControllers runs kube-controller-manager's controllers (see
+// controllerManager) in g, over rc's in-process transport, and the
+// scheduler over schedRC's.
+func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerManager, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
+	g.Go(func() error { return cm.run(ctx, cs) })
 	if !withScheduler {
 		return nil
 	}

@@ -1,0 +1,286 @@
+package app
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	genericcontrollermanager "k8s.io/controller-manager/app"
+	cmoptions "k8s.io/controller-manager/options"
+	"k8s.io/controller-manager/pkg/clientbuilder"
+	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
+	"k8s.io/klog/v2"
+	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kcmconfig "k8s.io/kubernetes/cmd/kube-controller-manager/app/config"
+	kcmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
+	kubectrlmgrconfig "k8s.io/kubernetes/pkg/controller/apis/config"
+	"k8s.io/kubernetes/pkg/controller/garbagecollector"
+	garbagecollectorconfig "k8s.io/kubernetes/pkg/controller/garbagecollector/config"
+	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
+	"k8s.io/kubernetes/pkg/serviceaccount"
+)
+
+// ControllerManagerConfig is what `skiff server` takes from
+// kube-controller-manager's flags; everything else is its defaults.
+type ControllerManagerConfig struct {
+	// Controllers is --controllers: "*" (every controller on by default),
+	// "foo" (turn foo on), "-foo" (turn foo off), with upstream's names
+	// and aliases. Empty means "*".
+	Controllers []string
+	// ClusterCIDR is --cluster-cidr; when set, node IPAM
+	// (--allocate-node-cidrs) gives every node a /24 (IPv4) or /64 (IPv6)
+	// of it as spec.podCIDR, which the kubelet then uses.
+	ClusterCIDR string
+	// NoLeaderElection is --leader-elect=false: run the controllers
+	// without holding the kube-controller-manager Lease in kube-system.
+	// Only for a server that is surely the only one on its etcd.
+	NoLeaderElection bool
+}
+
+// controllerManager runs kube-controller-manager's controllers, from
+// upstream's descriptors (cmd/kube-controller-manager/app), inside the
+// server: the same construction, the same shared informer factories
+// and the same defaults as kube-controller-manager, over the in-process
+// transport, as system:kube-controller-manager.
+type controllerManager struct {
+	config kubectrlmgrconfig.KubeControllerManagerConfiguration
+	// rc is the controllers' client config (in-process; QPS and burst
+	// set); each controller gets a copy with its own user agent.
+	rc *rest.Config
+	// saKey signs the tokens of legacy service account token Secrets
+	// (the serviceaccount-token controller); rootCA goes into them.
+	saKey  crypto.Signer
+	rootCA []byte
+	// identity holds the Lease: stable for a data dir, so that a restarted
+	// server takes its own Lease back without waiting for it to expire.
+	identity string
+}
+
+// kubeControllerManagerConfig is kube-controller-manager's default
+// configuration with the flags skiff takes applied, the controller names
+// checked as kube-controller-manager checks them.
+func kubeControllerManagerConfig(cfg ControllerManagerConfig, pkiDir string) (kubectrlmgrconfig.KubeControllerManagerConfiguration, error) {
+	c, err := kcmoptions.NewDefaultComponentConfig()
+	if err != nil {
+		return c, err
+	}
+	// What NewKubeControllerManagerOptions sets beyond the scheme's defaults.
+	for r := range garbagecollector.DefaultIgnoredResources() {
+		c.GarbageCollectorController.GCIgnoredResources = append(c.GarbageCollectorController.GCIgnoredResources,
+			garbagecollectorconfig.GroupResource{Group: r.Group, Resource: r.Resource})
+	}
+	c.Generic.LeaderElection.ResourceName = "kube-controller-manager"
+	c.Generic.LeaderElection.ResourceNamespace = "kube-system"
+	// The options read a copy: ApplyTo rewrites the controller list it
+	// iterates when both are the same struct.
+	base := c.Generic
+	generic := cmoptions.NewGenericControllerManagerConfigurationOptions(&base)
+	generic.Controllers = []string{"*"}
+	if len(cfg.Controllers) > 0 {
+		generic.Controllers = cfg.Controllers
+	}
+	generic.LeaderElection.LeaderElect = !cfg.NoLeaderElection
+	all, disabled, aliases := kcm.KnownControllers(), kcm.ControllersDisabledByDefault(), kcm.ControllerAliases()
+	if errs := generic.Validate(all, disabled, aliases); len(errs) > 0 {
+		return c, fmt.Errorf("--controllers: %w (known: %s)", errors.Join(errs...), strings.Join(all, ", "))
+	}
+	if err := generic.ApplyTo(&c.Generic, all, disabled, aliases); err != nil {
+		return c, err
+	}
+	if cfg.ClusterCIDR != "" {
+		if _, _, err := net.ParseCIDR(cfg.ClusterCIDR); err != nil {
+			return c, fmt.Errorf("--cluster-cidr: %w", err)
+		}
+		c.KubeCloudShared.ClusterCIDR = cfg.ClusterCIDR
+		c.KubeCloudShared.AllocateNodeCIDRs = true
+	}
+	// The cluster CA: published in every namespace (root-ca-cert-publisher),
+	// and the signer of certificate signing requests for the built-in
+	// signers (csrsigning), as kubeadm sets kube-controller-manager up.
+	c.SAController.RootCAFile = filepath.Join(pkiDir, "ca.crt")
+	c.CSRSigningController.ClusterSigningCertFile = filepath.Join(pkiDir, "ca.crt")
+	c.CSRSigningController.ClusterSigningKeyFile = filepath.Join(pkiDir, "ca.key")
+	c.SAController.ServiceAccountKeyFile = filepath.Join(pkiDir, "sa.key")
+	c.NodeIPAMController.ServiceCIDR = "10.43.0.0/16"
+	return c, nil
+}
+
+// controllerManagerIdentity is the Lease holder identity of the server
+// with this data dir: the host name and an id kept in the data dir.
+func controllerManagerIdentity(dataDir string) (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dataDir, "controller-manager-id")
+	id, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		id = []byte(uuid.NewUUID())
+		err = os.WriteFile(path, id, 0o600)
+	}
+	if err != nil {
+		return "", fmt.Errorf("controller manager identity: %w", err)
+	}
+	return host + "_" + strings.TrimSpace(string(id)), nil
+}
+
+// run runs the controllers until ctx ends: under the kube-controller-manager
+// Lease in kube-system when leader election is on (another server on the
+// same etcd runs them meanwhile; when the Lease is lost, the controllers
+// stop and the server campaigns again), else at once.
+func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) error {
+	le := m.config.Generic.LeaderElection
+	if !le.LeaderElect {
+		return m.runControllers(ctx)
+	}
+	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
+		cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{
+			Identity:      m.identity,
+			EventRecorder: m.eventRecorder(cs),
+		})
+	if err != nil {
+		return fmt.Errorf("controller manager lease: %w", err)
+	}
+	var runErr error
+	for ctx.Err() == nil {
+		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   le.LeaseDuration.Duration,
+			RenewDeadline:   le.RenewDeadline.Duration,
+			RetryPeriod:     le.RetryPeriod.Duration,
+			ReleaseOnCancel: true,
+			Name:            "kube-controller-manager",
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					slog.Info("controller manager: leading", "lease", le.ResourceNamespace+"/"+le.ResourceName, "identity", m.identity)
+					runErr = m.runControllers(ctx)
+				},
+				OnStoppedLeading: func() {
+					if ctx.Err() == nil {
+						slog.Warn("controller manager: lease lost; controllers stopped, campaigning again", "identity", m.identity)
+					}
+				},
+				OnNewLeader: func(identity string) {
+					if identity != m.identity {
+						slog.Info("controller manager: another server leads", "leader", identity)
+					}
+				},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("controller manager leader election: %w", err)
+		}
+		elector.Run(ctx)
+		if runErr != nil {
+			return runErr
+		}
+	}
+	return nil
+}
+
+func (m *controllerManager) eventRecorder(cs kubernetes.Interface) record.EventRecorder {
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	return broadcaster.NewRecorder(clientscheme.Scheme, corev1.EventSource{Component: "kube-controller-manager"})
+}
+
+// runControllers builds every enabled controller as kube-controller-manager
+// does (CreateControllerContext, BuildControllers), starts the informers,
+// runs them until ctx ends and waits for them to stop.
+func (m *controllerManager) runControllers(ctx context.Context) error {
+	ctx = klog.NewContext(ctx, klog.Background())
+	builder := clientbuilder.SimpleControllerClientBuilder{ClientConfig: m.rc}
+	cc := (&kcmconfig.Config{
+		ComponentConfig:           m.config,
+		Kubeconfig:                m.rc,
+		ControllerShutdownTimeout: 10 * time.Second,
+	}).Complete()
+	cctx, err := kcm.CreateControllerContext(ctx, cc, builder, builder)
+	if err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	descriptors := kcm.NewControllerDescriptors()
+	// The serviceaccount-token controller's descriptor needs
+	// kube-controller-manager's root client builder, which it keeps to
+	// itself; it is built here as that descriptor builds it.
+	delete(descriptors, names.ServiceAccountTokenController)
+	var controllers []kcm.Controller
+	if tokens, err := m.serviceAccountTokenController(ctx, cctx, builder); err != nil {
+		return err
+	} else if tokens != nil {
+		controllers = append(controllers, tokens)
+	}
+	built, err := kcm.BuildControllers(ctx, cctx, descriptors, nil, controllerhealthz.NewMutableHealthzHandler())
+	if err != nil {
+		cctx.InformerFactory.Shutdown()
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	controllers = append(controllers, built...)
+	cctx.InformerFactory.Start(ctx.Done())
+	cctx.ObjectOrMetadataInformerFactory.Start(ctx.Done())
+	close(cctx.InformersStarted)
+	names := make([]string, len(controllers))
+	for i, c := range controllers {
+		names[i] = c.Name()
+	}
+	slog.Info("controller manager: controllers running", "count", len(controllers), "controllers", strings.Join(names, ","))
+	stopped := kcm.RunControllers(ctx, cctx, controllers, kcm.ControllerStartJitter, cc.ControllerShutdownTimeout)
+	cctx.InformerFactory.Shutdown()
+	if !stopped {
+		slog.Warn("controller manager: controllers still running after the shutdown timeout", "timeout", cc.ControllerShutdownTimeout)
+	}
+	return nil
+}
+
+// serviceAccountTokenController is kube-controller-manager's
+// serviceaccount-token controller (legacy token Secrets get a token,
+// the CA and the namespace), or nil when --controllers turns it off.
+func (m *controllerManager) serviceAccountTokenController(ctx context.Context, cctx kcm.ControllerContext, builder clientbuilder.ControllerClientBuilder) (kcm.Controller, error) {
+	const name = names.ServiceAccountTokenController
+	if !genericcontrollermanager.IsControllerEnabled(name, sets.NewString(), m.config.Generic.Controllers) {
+		return nil, nil
+	}
+	client, err := builder.Client("tokens-controller")
+	if err != nil {
+		return nil, err
+	}
+	generator, err := serviceaccount.JWTTokenGenerator(serviceaccount.LegacyIssuer, m.saKey)
+	if err != nil {
+		return nil, fmt.Errorf("serviceaccount-token controller: %w", err)
+	}
+	tokens, err := serviceaccountcontroller.NewTokensController(klog.FromContext(ctx),
+		cctx.InformerFactory.Core().V1().ServiceAccounts(), cctx.InformerFactory.Core().V1().Secrets(), client,
+		serviceaccountcontroller.TokensControllerOptions{TokenGenerator: generator, RootCA: m.rootCA})
+	if err != nil {
+		return nil, fmt.Errorf("serviceaccount-token controller: %w", err)
+	}
+	workers := int(m.config.SAController.ConcurrentSATokenSyncs)
+	return namedController{name: name, run: func(ctx context.Context) { tokens.Run(ctx, workers) }}, nil
+}
+
+// namedController is a kube-controller-manager Controller from a Run func.
+type namedController struct {
+	name string
+	run  func(context.Context)
+}
+
+func (c namedController) Name() string            { return c.name }
+func (c namedController) Run(ctx context.Context) { c.run(ctx) }
