@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/skiff-sh/skiff/internal/app"
 	"github.com/skiff-sh/skiff/internal/kubelet"
@@ -106,6 +107,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	var controllers string
 	fs.StringVar(&controllers, "controllers", "*", "kube-controller-manager's controllers to run: '*' runs those on by default, 'foo' turns foo on, '-foo' turns it off (kube-controller-manager's names)")
 	fs.StringVar(&cfg.ControllerManager.ClusterCIDR, "cluster-cidr", "", "pod range of the cluster: node IPAM gives each node a /24 of it as spec.podCIDR (default: none; each node keeps its --pod-cidr)")
+	fs.DurationVar(&cfg.ControllerManager.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a node may go without a heartbeat before it is marked unreachable and tainted (kube-controller-manager's flag)")
 	leaderElect := fs.Bool("leader-elect", true, "run the controllers only while holding the kube-controller-manager Lease in kube-system, so that servers sharing an etcd take turns")
 	hugePages := fs.Bool("huge-pages", true, "back the server's memory with transparent huge pages when the kernel leaves that to programs (THP mode madvise): fewer page faults as the heap grows, for about a tenth more resident memory")
 	cfg.ImageGC = imageGCFlags(fs)

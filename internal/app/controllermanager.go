@@ -53,6 +53,11 @@ type ControllerManagerConfig struct {
 	// without holding the kube-controller-manager Lease in kube-system.
 	// Only for a server that is surely the only one on its etcd.
 	NoLeaderElection bool
+	// NodeMonitorGracePeriod is --node-monitor-grace-period: how long a
+	// node may go without a heartbeat before it is marked unreachable
+	// (Ready=Unknown, the node.kubernetes.io/unreachable taints). Zero is
+	// kube-controller-manager's default, 50 s.
+	NodeMonitorGracePeriod time.Duration
 }
 
 // controllerManager runs kube-controller-manager's controllers, from
@@ -111,6 +116,9 @@ func kubeControllerManagerConfig(cfg ControllerManagerConfig, pkiDir string) (ku
 		}
 		c.KubeCloudShared.ClusterCIDR = cfg.ClusterCIDR
 		c.KubeCloudShared.AllocateNodeCIDRs = true
+	}
+	if cfg.NodeMonitorGracePeriod != 0 {
+		c.NodeLifecycleController.NodeMonitorGracePeriod.Duration = cfg.NodeMonitorGracePeriod
 	}
 	// The cluster CA: published in every namespace (root-ca-cert-publisher),
 	// and the signer of certificate signing requests for the built-in

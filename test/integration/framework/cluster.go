@@ -38,6 +38,12 @@ type Options struct {
 	// the cluster does not run (skiff server --disable-admission-plugins),
 	// for benchmarks set up as upstream's own.
 	DisableAdmissionPlugins []string
+	// Controllers is skiff server --controllers (kube-controller-manager's
+	// syntax); all of them on by default when empty.
+	Controllers []string
+	// NodeMonitorGracePeriod is skiff server --node-monitor-grace-period;
+	// kube-controller-manager's 50 s when zero.
+	NodeMonitorGracePeriod time.Duration
 }
 
 // Cluster is a running in-process control plane.
@@ -73,6 +79,9 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			NoHugePages:             opts.NoHugePages,
 			EtcdServers:             opts.EtcdServers,
 			DisableAdmissionPlugins: opts.DisableAdmissionPlugins,
+			ControllerManager: app.ControllerManagerConfig{
+				Controllers: opts.Controllers, NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
+			},
 			OnReady: func(r app.ReadyServer) {
 				c.URL, c.Kubeconfig, c.InProcessConfig = r.URL, r.Kubeconfig, r.InProcessConfig
 				close(ready)
