@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+
+	"k8s.io/klog/v2"
 )
 
 func setupLogging(level string) {
@@ -11,7 +13,12 @@ func setupLogging(level string) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	slog.SetDefault(logger)
+	// Upstream's components (controllers, admission, client-go) log through
+	// klog: into the same handler, at the same level (klog's V(n) is slog
+	// level -n, so only V(0) shows at info).
+	klog.SetSlogLogger(logger)
 }
 
 func runtimeVersion() string { return runtime.Version() }

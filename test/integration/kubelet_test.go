@@ -72,7 +72,7 @@ func newRuntime() *fakeruntime.Runtime {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func pollUntil(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+func pollUntil(t testing.TB, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var lastErr error
