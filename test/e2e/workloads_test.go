@@ -57,9 +57,9 @@ type workloadsEnv struct {
 }
 
 // TestWorkloads runs kube-controller-manager's workload controllers as
-// `skiff server` runs them, driven by the real kubectl: a Deployment
-// (rollout, history, undo, pause/resume, restart, scale), in a namespace
-// of its own.
+// `skiff server` runs them, driven by the real kubectl: Deployments
+// (rollout, history, undo, pause/resume, restart, scale), Jobs and a
+// CronJob, side by side, each in a namespace of its own.
 func TestWorkloads(t *testing.T) {
 	reg, image := testimages.NewTestRegistry(t)
 	img, err := testimages.Busybox()
@@ -84,6 +84,8 @@ func TestWorkloads(t *testing.T) {
 			run  func(*testing.T)
 		}{
 			{"deployment", e.testDeployment},
+			{"job", e.testJob},
+			{"cronjob", e.testCronJob},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
