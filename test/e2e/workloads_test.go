@@ -58,8 +58,9 @@ type workloadsEnv struct {
 
 // TestWorkloads runs kube-controller-manager's workload controllers as
 // `skiff server` runs them, driven by the real kubectl: Deployments
-// (rollout, history, undo, pause/resume, restart, scale), Jobs and a
-// CronJob, side by side, each in a namespace of its own.
+// (rollout, history, undo, pause/resume, restart, scale), Jobs, a CronJob,
+// a DaemonSet (and a node that joins later, a `skiff agent` of its own)
+// and a StatefulSet, side by side, each in a namespace of its own.
 func TestWorkloads(t *testing.T) {
 	reg, image := testimages.NewTestRegistry(t)
 	img, err := testimages.Busybox()
@@ -86,6 +87,8 @@ func TestWorkloads(t *testing.T) {
 			{"deployment", e.testDeployment},
 			{"job", e.testJob},
 			{"cronjob", e.testCronJob},
+			{"daemonset", e.testDaemonSet},
+			{"statefulset", e.testStatefulSet},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
