@@ -59,8 +59,9 @@ type workloadsEnv struct {
 // TestWorkloads runs kube-controller-manager's workload controllers as
 // `skiff server` runs them, driven by the real kubectl: Deployments
 // (rollout, history, undo, pause/resume, restart, scale), Jobs, a CronJob,
-// a DaemonSet (and a node that joins later, a `skiff agent` of its own)
-// and a StatefulSet, side by side, each in a namespace of its own.
+// a DaemonSet (and a node that joins later, a `skiff agent` of its own),
+// a StatefulSet and the garbage collector's cascading deletion, side by
+// side, each in a namespace of its own.
 func TestWorkloads(t *testing.T) {
 	reg, image := testimages.NewTestRegistry(t)
 	img, err := testimages.Busybox()
@@ -89,6 +90,7 @@ func TestWorkloads(t *testing.T) {
 			{"cronjob", e.testCronJob},
 			{"daemonset", e.testDaemonSet},
 			{"statefulset", e.testStatefulSet},
+			{"cascading-deletion", e.testCascadingDeletion},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
