@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/cri"
@@ -99,10 +100,16 @@ func StartAgentServer(t testing.TB, opts Options) *AgentServer {
 // WaitNodeReady waits until the Node exists with condition Ready=True.
 func (s *AgentServer) WaitNodeReady(t testing.TB) {
 	t.Helper()
-	cs := s.Clientset(t)
+	waitNodeReady(t, s.Clientset(t), s.Node.Name)
+}
+
+// waitNodeReady waits NodeReadyTimeout until Node name exists with
+// condition Ready=True.
+func waitNodeReady(t testing.TB, cs kubernetes.Interface, name string) {
+	t.Helper()
 	ctx := Context(t, NodeReadyTimeout)
-	WaitFor(t, NodeReadyTimeout, "node "+s.Node.Name+" Ready", func() (bool, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, s.Node.Name, metav1.GetOptions{})
+	WaitFor(t, NodeReadyTimeout, "node "+name+" Ready", func() (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -138,11 +145,22 @@ func (s *AgentServer) deleteAllPods(t testing.TB) {
 		t.Logf("cleanup: skiff server pid %d is not running; pods not deleted", s.PID())
 		return
 	}
+	deletePods(t, s.Clientset(t), "", s.ContainerdSocket())
+}
+
+// deletePods deletes the pods bound to node (every pod for "") with a grace
+// period of 1 s, waits until the API server has none of them left and the
+// containerd at socket no sandbox, and removes through CRI the sandboxes
+// still there after a minute, reporting each as an error.
+func deletePods(t testing.TB, cs kubernetes.Interface, node, socket string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*cleanupTimeout)
 	defer cancel()
-	cs := s.Clientset(t)
+	var opts metav1.ListOptions
+	if node != "" {
+		opts.FieldSelector = "spec.nodeName=" + node
+	}
 	grace := int64(1)
-	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := cs.CoreV1().Pods("").List(ctx, opts)
 	if err != nil {
 		t.Errorf("cleanup: list pods: %v", err)
 		return
@@ -156,7 +174,7 @@ func (s *AgentServer) deleteAllPods(t testing.TB) {
 	var left string
 	deadline := time.Now().Add(cleanupTimeout)
 	for {
-		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		pods, err := cs.CoreV1().Pods("").List(ctx, opts)
 		if err == nil && len(pods.Items) == 0 {
 			break
 		}
@@ -171,7 +189,7 @@ func (s *AgentServer) deleteAllPods(t testing.TB) {
 		}
 		<-time.After(200 * time.Millisecond)
 	}
-	c, err := cri.Connect(ctx, "unix://"+s.ContainerdSocket(), 0)
+	c, err := cri.Connect(ctx, "unix://"+socket, 0)
 	if err != nil {
 		t.Errorf("cleanup: connect to the agent's containerd: %v", err)
 		return
@@ -209,8 +227,16 @@ func (s *AgentServer) afterStop(t testing.TB) {
 	if s.Server == nil {
 		return // StartServer failed; it stopped its own process
 	}
-	if left := testimages.ProcessesMentioning(s.DataDir); len(left) > 0 {
-		t.Errorf("cleanup: processes of the server's containerd still running after it stopped; killing them: %s", strings.Join(left, "; "))
+	removeNodeLeftovers(t, s.DataDir, s.Node.Bridge)
+}
+
+// removeNodeLeftovers runs once a node's agent has stopped: processes still
+// naming its data dir on their command line (shims of its containerd) are
+// reported and killed by PID, and its bridge and masquerade chain are
+// deleted.
+func removeNodeLeftovers(t testing.TB, dataDir, bridge string) {
+	if left := testimages.ProcessesMentioning(dataDir); len(left) > 0 {
+		t.Errorf("cleanup: processes of the agent's containerd still running after it stopped; killing them: %s", strings.Join(left, "; "))
 		for _, p := range left {
 			pid, _ := strconv.Atoi(strings.Fields(p)[0])
 			if pid > 0 {
@@ -218,11 +244,11 @@ func (s *AgentServer) afterStop(t testing.TB) {
 			}
 		}
 	}
-	if err := cri.RemoveMasquerade(s.Node.Bridge); err != nil {
+	if err := cri.RemoveMasquerade(bridge); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
-	if out, err := exec.Command("ip", "link", "del", s.Node.Bridge).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("Cannot find device")) {
-		t.Logf("cleanup: delete bridge %s: %v: %s", s.Node.Bridge, err, out)
+	if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("Cannot find device")) {
+		t.Logf("cleanup: delete bridge %s: %v: %s", bridge, err, out)
 	}
 }
 

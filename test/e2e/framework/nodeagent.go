@@ -1,0 +1,108 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Agent is a `skiff agent` process: a node of its own (containerd, kubelet,
+// bridge and pod CIDR) that joins a server started by the test.
+type Agent struct {
+	*Process
+	// Node is the agent's node name, pod CIDR and bridge.
+	Node Node
+	// DataDir is the agent's --data-dir, a fresh temporary directory.
+	DataDir string
+	log     string
+}
+
+// ContainerdSocket is the path of the agent's containerd socket.
+func (a *Agent) ContainerdSocket() string {
+	return filepath.Join(a.DataDir, "agent", "containerd", "containerd.sock")
+}
+
+// StartAgent starts `skiff agent` as a new Node (NewNode, with a pod CIDR
+// other than avoid's) joining s with the server's admin kubeconfig, with
+// extraArgs appended to its flags, and waits until the Node is Ready. The
+// agent has no CA key in its data dir, so its kubelet API (logs, exec) is
+// off.
+//
+// At the end of the test, while the agent still runs, the pods bound to
+// its node are deleted (grace period 1 s) and the test waits until none is
+// left and its containerd has no sandbox; so whatever keeps creating pods
+// there (a DaemonSet) must be gone by then: delete it in a cleanup
+// registered after StartAgent. Then the agent is stopped (SIGTERM: it must
+// exit 0), processes still naming its data dir are reported and killed by
+// PID, its bridge and masquerade chain are deleted and its Node object too.
+func StartAgent(t testing.TB, s *Server, avoid Node, extraArgs ...string) *Agent {
+	t.Helper()
+	node := NewNode(t)
+	for node.PodCIDR == avoid.PodCIDR {
+		node = NewNode(t)
+	}
+	a := &Agent{Node: node, DataDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
+	args := append([]string{"agent", "--kubeconfig", s.Kubeconfig, "--data-dir", a.DataDir,
+		"--node-name", node.Name, "--pod-cidr", node.PodCIDR.String(), "--cni-bridge", node.Bridge, "--kubelet-port", "0"},
+		extraArgs...)
+	logFile, err := os.Create(a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd := exec.Command(SkiffBinary(t), args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.Env = cleanEnv()
+	p, err := startProcess(cmd)
+	if err != nil {
+		t.Fatalf("start skiff agent: %v", err)
+	}
+	a.Process = p
+	t.Logf("started skiff agent pid %d: %s %s (log %s)", p.PID(), SkiffBinary(t), strings.Join(args, " "), a.log)
+	cs := s.Clientset(t)
+	t.Cleanup(func() {
+		defer func() {
+			if t.Failed() {
+				a.dumpLog(t)
+			}
+		}()
+		if exited, err := p.Exited(); exited {
+			t.Errorf("cleanup: skiff agent pid %d exited before the end of the test: %v", p.PID(), err)
+		} else {
+			deletePods(t, cs, node.Name, a.ContainerdSocket())
+			t.Logf("stopping skiff agent pid %d (SIGTERM)", p.PID())
+			if err := p.Stop(StopTimeout); err != nil {
+				t.Errorf("stop skiff agent at the end of the test (SIGTERM): %v", err)
+			}
+		}
+		removeNodeLeftovers(t, a.DataDir, node.Bridge)
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		err := cs.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Logf("cleanup: delete node %s: %v", node.Name, err)
+		}
+	})
+	waitNodeReady(t, cs, node.Name)
+	return a
+}
+
+func (a *Agent) dumpLog(t testing.TB) {
+	data, err := os.ReadFile(a.log)
+	if err != nil {
+		t.Logf("agent log %s: %v", a.log, err)
+		return
+	}
+	if len(data) > maxDump {
+		data = data[len(data)-maxDump:]
+	}
+	t.Logf("agent log %s:\n%s", a.log, data)
+}
