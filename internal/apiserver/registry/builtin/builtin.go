@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -128,8 +129,13 @@ func (b *Builtin) Run(ctx context.Context) {
 }
 
 // TypeConverter knows the structure of every built-in type, for managed
-// fields and server-side apply.
-var TypeConverter = applyconfigurations.NewTypeConverter(clientscheme.Scheme)
+// fields and server-side apply: client-go's apply configurations' schemas,
+// and for autoscaling/v1 Scale (scale subresources), which has none, the
+// OpenAPI definitions (see scaleAwareConverter).
+var TypeConverter managedfields.TypeConverter = scaleAwareConverter{
+	base:  applyconfigurations.NewTypeConverter(clientscheme.Scheme),
+	scale: sync.OnceValues(scaleTypeConverter),
+}
 
 // New builds every built-in resource.
 func New(cfg Config) (*Builtin, error) {
