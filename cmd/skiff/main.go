@@ -109,6 +109,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.StringVar(&cfg.ControllerManager.ClusterCIDR, "cluster-cidr", "", "pod range of the cluster: node IPAM gives each node a /24 of it as spec.podCIDR (default: none; each node keeps its --pod-cidr)")
 	fs.DurationVar(&cfg.ControllerManager.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a node may go without a heartbeat before it is marked unreachable and tainted (kube-controller-manager's flag)")
 	leaderElect := fs.Bool("leader-elect", true, "run the controllers only while holding the kube-controller-manager Lease in kube-system, so that servers sharing an etcd take turns")
+	allowPrivileged := fs.Bool("allow-privileged", true, "allow pods with privileged containers (kube-apiserver's flag; kubeadm and k3s set it too)")
 	hugePages := fs.Bool("huge-pages", true, "back the server's memory with transparent huge pages when the kernel leaves that to programs (THP mode madvise): fewer page faults as the heap grows, for about a tenth more resident memory")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -133,6 +134,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	cfg.EnableAdmissionPlugins = splitList(enableAdmission)
 	cfg.DisableAdmissionPlugins = splitList(disableAdmission)
 	cfg.NoHugePages = !*hugePages
+	cfg.DisallowPrivileged = !*allowPrivileged
 	cfg.ControllerManager.Controllers = splitList(controllers)
 	cfg.ControllerManager.NoLeaderElection = !*leaderElect
 	return cfg, nil

@@ -25,6 +25,7 @@ func TestParseServerFlags(t *testing.T) {
 		wantControllers []string
 		wantNoLeader    bool
 		wantClusterCIDR string
+		wantNoPriv      bool
 	}{
 		{name: "defaults"},
 		{name: "huge pages off", args: []string{"--huge-pages=false"}, wantNoHuge: true},
@@ -38,6 +39,7 @@ func TestParseServerFlags(t *testing.T) {
 			wantEnable: []string{"AlwaysPullImages", "NodeRestriction"}, wantDisable: []string{"ServiceAccount"}},
 		{name: "controllers", args: []string{"--controllers", "*,-deployment", "--leader-elect=false", "--cluster-cidr", "10.42.0.0/16"},
 			wantControllers: []string{"*", "-deployment"}, wantNoLeader: true, wantClusterCIDR: "10.42.0.0/16"},
+		{name: "no privileged pods", args: []string{"--allow-privileged=false"}, wantNoPriv: true},
 		{name: "unknown flag", args: []string{"--no-such-flag"}, wantErr: errUsage},
 		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp},
 	}
@@ -68,6 +70,9 @@ func TestParseServerFlags(t *testing.T) {
 			cm := cfg.ControllerManager
 			if strings.Join(cm.Controllers, ",") != strings.Join(wantControllers, ",") || cm.NoLeaderElection != tt.wantNoLeader || cm.ClusterCIDR != tt.wantClusterCIDR {
 				t.Errorf("controller manager %+v, want controllers %q, no leader election %v, cluster CIDR %q", cm, wantControllers, tt.wantNoLeader, tt.wantClusterCIDR)
+			}
+			if cfg.DisallowPrivileged != tt.wantNoPriv {
+				t.Errorf("DisallowPrivileged = %v, want %v", cfg.DisallowPrivileged, tt.wantNoPriv)
 			}
 			if cfg.NoHugePages != tt.wantNoHuge {
 				t.Errorf("NoHugePages = %v, want %v", cfg.NoHugePages, tt.wantNoHuge)

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/capabilities"
 	"k8s.io/kubernetes/pkg/controlplane/controller/legacytokentracking"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
@@ -85,6 +86,10 @@ type ServerConfig struct {
 	// ControllerManager is what the server takes of kube-controller-manager's
 	// flags (--controllers, --cluster-cidr, --leader-elect).
 	ControllerManager ControllerManagerConfig
+	// DisallowPrivileged is --allow-privileged=false: pods may not run
+	// privileged containers (kube-apiserver's default; kubeadm and k3s
+	// allow them, as skiff does).
+	DisallowPrivileged bool
 }
 
 // DefaultServiceAccountIssuer is the service account token issuer of a
@@ -106,6 +111,9 @@ func Version() version.Info {
 // server until ctx ends, then stops them in order.
 func RunServer(ctx context.Context, cfg ServerConfig) error {
 	setupLogging(cfg.LogLevel)
+	// kube-apiserver's --allow-privileged: upstream's pod validation reads
+	// it. Process-wide and set once: the first server of a process decides.
+	capabilities.Setup(!cfg.DisallowPrivileged, 0)
 	if cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
@@ -274,6 +282,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			return err
 		}
 		controllers := inProcess("system:kube-controller-manager")
+		// The server's own requests' deprecation warnings (v1 Endpoints,
+		// written by the kubernetes Service's reconciler every 10 s and by
+		// the endpoints controller) are not for the user: not logged.
+		controllers.WarningHandler = rest.NoWarnings{}
 		// component-base's generic client limits (kube-controller-manager's
 		// own --kube-api-qps/--kube-api-burst defaults are 20/30): client-go's
 		// 5/10 left the namespace controller, with its discovery and lists
