@@ -473,6 +473,7 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 		DisableScheduler:        true,
 		NoHugePages:             os.Getenv("SKIFF_HUGE_PAGES") == "false",
 		DisableAdmissionPlugins: benchAdmissionOff("ServiceAccount", "TaintNodesByCondition", "Priority"),
+		Controllers:             benchControllers(),
 	})
 	ctx := context.Background()
 	const parallel = 64
@@ -501,6 +502,7 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 		}(w)
 	}
 	wg.Wait()
+	waitNodeTTLsSettled(b, clients[0], numNodes)
 
 	// Watch binds from a client of its own, bound pods only (a pod enters
 	// the selection when it is bound), so that measuring costs one event
@@ -727,4 +729,53 @@ func benchAdmissionOff(off ...string) []string {
 		return nil
 	}
 	return off
+}
+
+// benchControllers is the benchmark server's --controllers: every default
+// controller but node-lifecycle (the benchmark's nodes have no kubelet: it
+// would rightly find them unreachable 60 s after they registered and taint
+// them, which a slow run reaches), changed by SKIFF_BENCH_CONTROLLERS
+// (e.g. "-ttl-controller").
+func benchControllers() []string {
+	c := []string{"*", "-node-lifecycle-controller"}
+	if v := os.Getenv("SKIFF_BENCH_CONTROLLERS"); v != "" {
+		c = append(c, strings.Split(v, ",")...)
+	}
+	return c
+}
+
+// waitNodeTTLsSettled waits until kube-controller-manager's ttl controller
+// has annotated every node with the same TTL (node.alpha.kubernetes.io/ttl,
+// which follows the cluster's size: 1,000 nodes appearing at once make it
+// patch every node, more than once), so that the benchmark measures the
+// steady state of a cluster of that size, not its registration. Returns
+// at once when the server runs no ttl controller (SKIFF_BENCH_CONTROLLERS).
+func waitNodeTTLsSettled(b *testing.B, cs kubernetes.Interface, numNodes int) {
+	if strings.Contains(os.Getenv("SKIFF_BENCH_CONTROLLERS"), "-ttl-controller") {
+		return
+	}
+	const ttlAnnotation = "node.alpha.kubernetes.io/ttl"
+	last := ""
+	// Polled each second: every node annotated, and the same annotations
+	// twice in a row, is settled.
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, err
+		}
+		var now strings.Builder
+		annotated := 0
+		for _, n := range nodes.Items {
+			if v, ok := n.Annotations[ttlAnnotation]; ok {
+				annotated++
+				now.WriteString(n.Name + "=" + v + ",")
+			}
+		}
+		done := annotated == numNodes && now.String() == last
+		last = now.String()
+		return done, nil
+	})
+	if err != nil {
+		b.Fatalf("waiting for every node's TTL annotation to settle: %v", err)
+	}
 }
