@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -114,6 +115,11 @@ type Kubelet struct {
 	status     *statusManager
 	// tokens are the service account tokens of projected volumes.
 	tokens *token.Manager
+
+	// admission admits pods new to the node (admission.go); node is the
+	// Node as last read, which it checks them against.
+	admission admission
+	node      atomic.Pointer[corev1.Node]
 
 	mu               sync.Mutex
 	workers          map[types.UID]*podWorker

@@ -185,10 +185,13 @@ func (k *Kubelet) desiredNodeStatus(ctx context.Context, old corev1.NodeStatus) 
 func (k *Kubelet) updateNodeStatus(ctx context.Context, node *corev1.Node, force bool) (bool, error) {
 	st := k.desiredNodeStatus(ctx, node.Status)
 	if !force && statusSameIgnoringHeartbeat(node.Status, st) {
+		k.node.Store(node)
 		return false, nil
 	}
 	node = node.DeepCopy()
 	node.Status = st
+	// The node as admission checks pods against: its status as posted.
+	k.node.Store(node)
 	_, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	return true, err
 }

@@ -48,7 +48,13 @@ func (k *Kubelet) syncPod(ctx context.Context, w *podWorker) (time.Duration, boo
 		w.terminalReason, w.terminalMessage = "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
 		k.event(pod, "", corev1.EventTypeWarning, "DeadlineExceeded", w.terminalMessage)
 	}
+	if !w.admitted {
+		k.admitPod(w, pod, rt)
+	}
 	finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if finished || w.terminalReason != "" {
+		k.admission.finished(pod.UID)
+	}
 	terminating := pod.DeletionTimestamp != nil || w.terminalReason != "" || finished
 
 	if !terminating {
@@ -341,3 +347,27 @@ func probeFor(c *corev1.Container, kind string) *corev1.Probe {
 }
 
 func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// admitPod runs the node's admission on a pod the worker sees for the
+// first time: one that has not started anything on this node yet (a pod
+// already running, as after a kubelet restart, or finished, is taken as
+// admitted). A rejected pod fails with upstream's reason, "Pod was
+// rejected: " and the predicate's message, and a Warning event.
+func (k *Kubelet) admitPod(w *podWorker, pod *corev1.Pod, rt plan.Runtime) {
+	w.admitted = true
+	fresh := pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodPending &&
+		len(rt.Sandboxes) == 0 && len(rt.Containers) == 0
+	if !fresh {
+		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			k.admission.admit(pod, nil)
+		}
+		return
+	}
+	ok, reason, message := k.admission.admit(pod, k.node.Load())
+	if ok {
+		return
+	}
+	slog.Info("pod rejected", "pod", klogRef(pod), "reason", reason, "message", message)
+	k.event(pod, "", corev1.EventTypeWarning, reason, message)
+	w.terminalReason, w.terminalMessage = reason, "Pod was rejected: "+message
+}

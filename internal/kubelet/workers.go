@@ -30,6 +30,7 @@ type podWorker struct {
 	terminalReason  string
 	terminalMessage string
 	deleteSent      bool
+	admitted        bool // the admission has decided on the pod
 }
 
 func (w *podWorker) poke() {
@@ -101,6 +102,7 @@ func (k *Kubelet) runWorker(ctx context.Context, w *podWorker) {
 			k.mu.Lock()
 			delete(k.workers, w.uid)
 			k.mu.Unlock()
+			k.admission.finished(w.uid)
 			k.probes.removePod(w.uid)
 			k.status.forget(w.uid)
 			slog.Debug("pod worker finished", "uid", w.uid)

@@ -1,0 +1,78 @@
+package kubelet
+
+import (
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration"
+)
+
+// admission is the kubelet's admission of a pod new to the node, as
+// upstream's predicate admit handler (pkg/kubelet/lifecycle): the
+// scheduler's own admission check (resources, node name, node affinity,
+// host ports) against the node and the pods already admitted, and the
+// node's NoExecute taints. A rejected pod fails (reason and "Pod was
+// rejected: <message>") without running; a bound pod the node cannot run
+// (two pods bound at once to the last free host port) is refused rather
+// than run.
+type admission struct {
+	mu sync.Mutex
+	// admitted are the pods admitted and not yet finished, by UID.
+	admitted map[types.UID]*corev1.Pod
+}
+
+// admit decides on pod for node (nil: not known yet, admitted). It is
+// asked once per pod, before the pod runs anything.
+func (a *admission) admit(pod *corev1.Pod, node *corev1.Node) (ok bool, reason, message string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.admitted == nil {
+		a.admitted = map[types.UID]*corev1.Pod{}
+	}
+	if node != nil {
+		others := make([]*corev1.Pod, 0, len(a.admitted))
+		for uid, p := range a.admitted {
+			if uid != pod.UID {
+				others = append(others, p)
+			}
+		}
+		info := framework.NewNodeInfo(others...)
+		info.SetNode(node)
+		if reason, message := rejection(pod, info); reason != "" {
+			return false, reason, message
+		}
+	}
+	a.admitted[pod.UID] = pod
+	return true, "", ""
+}
+
+// finished takes a pod out of the admitted ones (it ended, failed or left).
+func (a *admission) finished(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.admitted, uid)
+}
+
+// rejection is upstream's first failed predicate as a reason and message
+// (OutOfcpu, OutOfmemory, OutOfpods, NodePorts, NodeAffinity, ...), or "".
+func rejection(pod *corev1.Pod, info *framework.NodeInfo) (string, string) {
+	for _, r := range scheduler.AdmissionCheck(pod, info, true) {
+		if ir := r.InsufficientResource; ir != nil {
+			return "OutOf" + string(ir.ResourceName), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+				ir.ResourceName, ir.Requested, ir.Used, ir.Capacity)
+		}
+		return r.Name, fmt.Sprintf("Predicate %s failed: %s", r.Name, r.Reason)
+	}
+	_, untolerated := v1helper.FindMatchingUntoleratedTaint(klog.Background(), info.Node().Spec.Taints, pod.Spec.Tolerations,
+		func(t *corev1.Taint) bool { return t.Effect == corev1.TaintEffectNoExecute }, false)
+	if untolerated {
+		return tainttoleration.Name, fmt.Sprintf("Predicate %s failed: %s", tainttoleration.Name, tainttoleration.ErrReasonNotMatch)
+	}
+	return "", ""
+}
