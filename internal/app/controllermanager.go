@@ -36,6 +36,9 @@ import (
 	garbagecollectorconfig "k8s.io/kubernetes/pkg/controller/garbagecollector/config"
 	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 	"k8s.io/kubernetes/pkg/serviceaccount"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
+	"github.com/skiff-sh/skiff/internal/pki"
 )
 
 // ControllerManagerConfig is what `skiff server` takes from
@@ -81,7 +84,8 @@ type controllerManager struct {
 
 // kubeControllerManagerConfig is kube-controller-manager's default
 // configuration with the flags skiff takes applied, the controller names
-// checked as kube-controller-manager checks them.
+// checked as kube-controller-manager checks them; pkiDir holds the cluster
+// CA (pki.EnsureServerPKI).
 func kubeControllerManagerConfig(cfg ControllerManagerConfig, pkiDir string) (kubectrlmgrconfig.KubeControllerManagerConfiguration, error) {
 	c, err := kcmoptions.NewDefaultComponentConfig()
 	if err != nil {
@@ -123,11 +127,12 @@ func kubeControllerManagerConfig(cfg ControllerManagerConfig, pkiDir string) (ku
 	// The cluster CA: published in every namespace (root-ca-cert-publisher),
 	// and the signer of certificate signing requests for the built-in
 	// signers (csrsigning), as kubeadm sets kube-controller-manager up.
-	c.SAController.RootCAFile = filepath.Join(pkiDir, "ca.crt")
-	c.CSRSigningController.ClusterSigningCertFile = filepath.Join(pkiDir, "ca.crt")
-	c.CSRSigningController.ClusterSigningKeyFile = filepath.Join(pkiDir, "ca.key")
-	c.SAController.ServiceAccountKeyFile = filepath.Join(pkiDir, "sa.key")
-	c.NodeIPAMController.ServiceCIDR = "10.43.0.0/16"
+	// (The serviceaccount-token controller is built with the server's key
+	// itself, see serviceAccountTokenController.)
+	c.SAController.RootCAFile = filepath.Join(pkiDir, pki.CACertFile)
+	c.CSRSigningController.ClusterSigningCertFile = filepath.Join(pkiDir, pki.CACertFile)
+	c.CSRSigningController.ClusterSigningKeyFile = filepath.Join(pkiDir, pki.CAKeyFile)
+	c.NodeIPAMController.ServiceCIDR = builtin.DefaultServiceClusterIPRange
 	return c, nil
 }
 

@@ -117,6 +117,12 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
+	// Checked before anything starts: a bad --controllers or --cluster-cidr
+	// fails at once.
+	cmConfig, err := kubeControllerManagerConfig(cfg.ControllerManager, filepath.Join(cfg.DataDir, pki.PKIDirName))
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -310,10 +316,6 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			legacytokentracking.NewController(cs).RunWithContext(gctx)
 			return nil
 		})
-		cmConfig, err := kubeControllerManagerConfig(cfg.ControllerManager, keys.Dir)
-		if err != nil {
-			return err
-		}
 		identity, err := controllerManagerIdentity(cfg.DataDir)
 		if err != nil {
 			return err

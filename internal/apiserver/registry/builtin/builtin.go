@@ -137,13 +137,17 @@ var TypeConverter managedfields.TypeConverter = scaleAwareConverter{
 	scale: sync.OnceValues(scaleTypeConverter),
 }
 
+// DefaultServiceClusterIPRange is the cluster IPs' range of a Config
+// without ServiceClusterIPRange (k3s's).
+const DefaultServiceClusterIPRange = "10.43.0.0/16"
+
 // New builds every built-in resource.
 func New(cfg Config) (*Builtin, error) {
 	if cfg.EventTTL == 0 {
 		cfg.EventTTL = time.Hour
 	}
 	if cfg.ServiceClusterIPRange.IP == nil {
-		_, r, _ := net.ParseCIDR("10.43.0.0/16")
+		_, r, _ := net.ParseCIDR(DefaultServiceClusterIPRange)
 		cfg.ServiceClusterIPRange = *r
 	}
 	if cfg.NodePortRange.Size == 0 {
