@@ -141,3 +141,32 @@ func (p *ServerPKI) AdminRESTConfig(serverURL string) (*rest.Config, error) {
 	}
 	return cfg, nil
 }
+
+// NodeRESTConfig returns a client-go configuration for serverURL with the identity of the
+// kubelet of node nodeName, as the node authorizer and the NodeRestriction admission plugin
+// know kubelets: CN=system:node:<nodeName>, O=system:nodes. The pair is kept in
+// Dir/node-<nodeName>.crt and .key (see EnsureClientCert for when it is reissued).
+func (p *ServerPKI) NodeRESTConfig(serverURL, nodeName string) (*rest.Config, error) {
+	if nodeName == "" {
+		return nil, fmt.Errorf("node client certificate: empty node name")
+	}
+	certFile, keyFile, err := p.CA.EnsureClientCert(p.Dir, "node-"+nodeName, NodeUserPrefix+nodeName, []string{NodesGroup})
+	if err != nil {
+		return nil, fmt.Errorf("node %s client certificate: %w", nodeName, err)
+	}
+	return &rest.Config{
+		Host: serverURL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   p.CA.CertPEM,
+			CertFile: certFile,
+			KeyFile:  keyFile,
+		},
+	}, nil
+}
+
+// NodeUserPrefix and NodesGroup make a kubelet's identity: user system:node:<name> in
+// group system:nodes.
+const (
+	NodeUserPrefix = "system:node:"
+	NodesGroup     = "system:nodes"
+)
