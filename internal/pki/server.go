@@ -92,6 +92,7 @@ func (p *ServerPKI) ServingTLSConfig() (*tls.Config, error) {
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
+		CipherSuites: ServingCipherSuites,
 		Certificates: []tls.Certificate{pair},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
 		ClientCAs:    p.ClientCAPool(),
@@ -170,3 +171,15 @@ const (
 	NodeUserPrefix = "system:node:"
 	NodesGroup     = "system:nodes"
 )
+
+// ServingCipherSuites are the TLS 1.2 suites skiff's servers accept: ECDHE with AEAD
+// ciphers only (AES-GCM, ChaCha20-Poly1305), none of the CBC-SHA1 or static-RSA suites that
+// Go still enables by default. TLS 1.3's suites are fixed by Go and all AEAD.
+var ServingCipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
