@@ -111,6 +111,11 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	var authzModes string
 	fs.StringVar(&authzModes, "authorization-mode", "", "authorizers, in order: Node, RBAC, ABAC, Webhook, AlwaysAllow, AlwaysDeny (kube-apiserver's flag; default Node,RBAC); system:masters may do everything")
 	fs.StringVar(&cfg.Authorization.ConfigFile, "authorization-config", "", "an AuthorizationConfiguration file (apiserver.config.k8s.io, kube-apiserver's flag) instead of --authorization-mode")
+	fs.StringVar(&cfg.Audit.PolicyFile, "audit-policy-file", "", "audit policy (audit.k8s.io/v1 Policy, kube-apiserver's flag); with --audit-log-path, requests are audited")
+	fs.StringVar(&cfg.Audit.LogPath, "audit-log-path", "", "file the audit events go to as JSON lines ('-': standard output)")
+	fs.IntVar(&cfg.Audit.MaxAge, "audit-log-maxage", 0, "days to keep rotated audit files (0: kube-apiserver's default)")
+	fs.IntVar(&cfg.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit files to keep (0: kube-apiserver's default)")
+	fs.IntVar(&cfg.Audit.MaxSize, "audit-log-maxsize", 0, "megabytes an audit file reaches before it is rotated (0: kube-apiserver's default)")
 	var controllers string
 	fs.StringVar(&controllers, "controllers", "*", "kube-controller-manager's controllers to run: '*' runs those on by default, 'foo' turns foo on, '-foo' turns it off (kube-controller-manager's names)")
 	fs.StringVar(&cfg.ControllerManager.ClusterCIDR, "cluster-cidr", "", "pod range of the cluster: node IPAM gives each node a /24 of it as spec.podCIDR (default: none; each node keeps its --pod-cidr)")

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -29,6 +30,12 @@ var requestInfoFactory = &genericapirequest.RequestInfoFactory{
 	GrouplessAPIPrefixes: sets.NewString("api"),
 }
 
+// The audit annotations of kube-apiserver's authorization filter.
+const (
+	decisionAnnotation = "authorization.k8s.io/decision"
+	reasonAnnotation   = "authorization.k8s.io/reason"
+)
+
 // authorize asks the configured authorizer whether the caller in r's
 // context may make r, as kube-apiserver's authorization filter does. It
 // returns nil when the request may proceed, else kube-apiserver's 403
@@ -45,6 +52,7 @@ func (s *Server) authorize(r *http.Request) error {
 		return fmt.Errorf("authorize %s %s: no user in the request's context", r.Method, r.URL.Path)
 	}
 	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
+		audit.AddAuditAnnotations(r.Context(), decisionAnnotation, "allow", reasonAnnotation, "")
 		return nil
 	}
 	attrs, err := authorizationAttributes(r.Context(), r)
@@ -53,11 +61,14 @@ func (s *Server) authorize(r *http.Request) error {
 	}
 	decision, reason, err := s.cfg.Authorizer.Authorize(r.Context(), attrs)
 	if decision == authorizer.DecisionAllow {
+		audit.AddAuditAnnotations(r.Context(), decisionAnnotation, "allow", reasonAnnotation, reason)
 		return nil
 	}
 	if err != nil {
+		audit.AddAuditAnnotation(r.Context(), reasonAnnotation, "internal error")
 		return fmt.Errorf("authorize %s %s: %w", r.Method, r.URL.Path, err)
 	}
+	audit.AddAuditAnnotations(r.Context(), decisionAnnotation, "forbid", reasonAnnotation, reason)
 	slog.Debug("forbidden", "method", r.Method, "path", r.URL.Path, "user", u.GetName(), "groups", u.GetGroups(), "reason", reason)
 	return responsewriters.ForbiddenStatusError(attrs, reason)
 }
@@ -65,6 +76,9 @@ func (s *Server) authorize(r *http.Request) error {
 // authorizationAttributes describes r, made by the user in ctx, for an
 // authorizer: upstream's RequestInfo and attributes.
 func authorizationAttributes(ctx context.Context, r *http.Request) (authorizer.Attributes, error) {
+	if _, ok := genericapirequest.RequestInfoFrom(ctx); ok {
+		return filters.GetAuthorizerAttributes(ctx)
+	}
 	info, err := requestInfoFactory.NewRequestInfo(r)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s %s for authorization: %w", r.Method, r.URL.Path, err)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -59,6 +60,12 @@ type Config struct {
 	// needs the server (its informers read through the in-process
 	// transport).
 	Authorizer authorizer.Authorizer
+	// AuditPolicy and AuditSink record authenticated requests as
+	// kube-apiserver's audit does (--audit-policy-file, --audit-log-*):
+	// the policy gives each request its level, the sink takes the events.
+	// Either nil records nothing.
+	AuditPolicy audit.PolicyRuleEvaluator
+	AuditSink   audit.Sink
 	// OpenAPI serves /openapi/v2 and /openapi/v3...; nil answers 404.
 	OpenAPI http.Handler
 	// Paths serve other non-resource paths (exact match) to authenticated
@@ -171,6 +178,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(withUser(r.Context(), user))
+	if s.cfg.AuditPolicy != nil && s.cfg.AuditSink != nil {
+		s.serveAudited(w, r, info)
+		return
+	}
+	s.serveAsUser(w, r, info)
+}
+
+// serveAsUser serves r as its caller, or as the user the caller
+// impersonates.
+func (s *Server) serveAsUser(w http.ResponseWriter, r *http.Request, info requestInfo) {
 	if isImpersonating(r.Header) {
 		s.impersonation().ServeHTTP(w, r)
 		return

@@ -86,6 +86,8 @@ type ServerConfig struct {
 	// ControllerManager is what the server takes of kube-controller-manager's
 	// flags (--controllers, --cluster-cidr, --leader-elect).
 	ControllerManager ControllerManagerConfig
+	// Audit is kube-apiserver's --audit-policy-file and --audit-log-*.
+	Audit AuditConfig
 	// Authorization is --authorization-mode or --authorization-config:
 	// Node,RBAC by default.
 	Authorization AuthorizationConfig
@@ -127,6 +129,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return err
 	}
 	if _, err := cfg.Authorization.options(); err != nil {
+		return err
+	}
+	auditor, err := newAuditor(cfg.Audit)
+	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -177,7 +183,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return err
 	}
-	api, err := apiserver.New(apiserver.Config{
+	apiCfg := apiserver.Config{
 		Resources:    catalog,
 		Authenticate: sa.authn.Authenticate,
 		Paths:        sa.discovery,
@@ -188,7 +194,11 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			_, err := client.Get(ctx, "/registry/health-check")
 			return err
 		},
-	})
+	}
+	if auditor != nil {
+		apiCfg.AuditPolicy, apiCfg.AuditSink = auditor.policy, auditor.backend
+	}
+	api, err := apiserver.New(apiCfg)
 	if err != nil {
 		return err
 	}
@@ -249,6 +259,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return api.Run(gctx) })
+	if auditor != nil {
+		g.Go(func() error { return auditor.run(gctx) })
+	}
 	g.Go(func() error {
 		bi.Run(gctx)
 		return nil

@@ -64,8 +64,8 @@ func testUsers(t *testing.T, s *framework.Server) {
 		{"create", "configmap", "x", "-n", "bobs"},
 		{"get", "pods", "-n", "default"},
 	} {
-		if _, stderr, err := bob(args...); err == nil || !strings.Contains(stderr, "Forbidden") {
-			t.Errorf("kubectl %s as bob: %v %s, want Forbidden", strings.Join(args, " "), err, stderr)
+		if _, stderr, err := bob(args...); err == nil || !strings.Contains(stderr, `is forbidden: User "bob" cannot`) {
+			t.Errorf("kubectl %s as bob: %v %s, want forbidden", strings.Join(args, " "), err, stderr)
 		}
 	}
 	// The admin impersonates bob as kubectl --as does.

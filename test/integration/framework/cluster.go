@@ -44,6 +44,8 @@ type Options struct {
 	// NodeMonitorGracePeriod is skiff server --node-monitor-grace-period;
 	// kube-controller-manager's 50 s when zero.
 	NodeMonitorGracePeriod time.Duration
+	// Audit is skiff server's --audit-policy-file and --audit-log-*.
+	Audit app.AuditConfig
 }
 
 // Cluster is a running in-process control plane.
@@ -79,6 +81,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			NoHugePages:             opts.NoHugePages,
 			EtcdServers:             opts.EtcdServers,
 			DisableAdmissionPlugins: opts.DisableAdmissionPlugins,
+			Audit:                   opts.Audit,
 			ControllerManager: app.ControllerManagerConfig{
 				Controllers: opts.Controllers, NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 			},
