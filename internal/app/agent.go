@@ -10,9 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -154,7 +157,19 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		// until nodes can join with certificates of their own.
 		slog.Warn("kubelet API disabled: logs, exec, attach and port-forward are unavailable on this node", "node", cfg.NodeName, "err", err)
 	} else {
-		ks, err := kubeletserver.New(kubeletserver.Config{Runtime: conn.Runtime, Pods: k, TLS: kubeletTLS, Listener: kubeletLn})
+		// The kubelet's webhook authorization: SubjectAccessReviews, with its
+		// default caches (allowed 5 minutes, denied 30 seconds).
+		authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+			SubjectAccessReviewClient: client.AuthorizationV1(),
+			AllowCacheTTL:             5 * time.Minute,
+			DenyCacheTTL:              30 * time.Second,
+			WebhookRetryBackoff:       genericoptions.DefaultAuthWebhookRetryBackoff(),
+		}.New()
+		if err != nil {
+			return fmt.Errorf("kubelet API authorization: %w", err)
+		}
+		ks, err := kubeletserver.New(kubeletserver.Config{Runtime: conn.Runtime, Pods: k, TLS: kubeletTLS, Listener: kubeletLn,
+			Authorizer: authz, NodeName: cfg.NodeName})
 		if err != nil {
 			return fmt.Errorf("kubelet API: %w", err)
 		}

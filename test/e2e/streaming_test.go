@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
+	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/test/e2e/framework"
 )
 
@@ -160,8 +165,72 @@ func TestStreaming(t *testing.T) {
 					t.Logf("stop kubectl port-forward: %v", err)
 				}
 			})
+			if version == kubectlVersions[0] {
+				t.Run("kubelet-api-authorization", func(t *testing.T) { testKubeletAPIAuthorization(t, s, node) })
+			}
 		})
 	}
+}
+
+// testKubeletAPIAuthorization calls the kubelet's API directly: without a
+// client certificate it answers 401; with bob's (signed by the cluster CA) it
+// asks the API server (a SubjectAccessReview) and answers 403 until RBAC
+// grants bob nodes/proxy, as kubeadm grants the API server through
+// system:kubelet-api-admin.
+func testKubeletAPIAuthorization(t *testing.T, s *framework.Server, nodeName string) {
+	ctx := framework.Context(t, 2*time.Minute)
+	cs := s.Clientset(t)
+	node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addr string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			addr = a.Address
+		}
+	}
+	url := fmt.Sprintf("https://%s/containerLogs/default/web/side", net.JoinHostPort(addr, strconv.Itoa(int(node.Status.DaemonEndpoints.KubeletEndpoint.Port))))
+	ca, err := pki.LoadCA(filepath.Join(s.DataDir, pki.PKIDirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueClientCert("bob", []string{"developers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobCert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(certs []tls.Certificate) (int, string) {
+		// The kubelet's serving certificate names the node, not always
+		// the address dialed: the test checks authorization, not it.
+		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			InsecureSkipVerify: true, Certificates: certs, MinVersion: tls.VersionTLS12}}} //nolint:gosec
+		defer c.CloseIdleConnections()
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get(nil); code != http.StatusUnauthorized {
+		t.Errorf("anonymous GET of the kubelet API: %d %q, want 401", code, body)
+	}
+	if code, body := get([]tls.Certificate{bobCert}); code != http.StatusForbidden || body != "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)" {
+		t.Errorf("bob's GET of the kubelet API: %d %q, want 403", code, body)
+	}
+	if _, _, err := s.Kubectl(t, "", "create", "clusterrolebinding", "bob-kubelet", "--clusterrole=system:kubelet-api-admin", "--user=bob"); err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet remembers a denial for 30 s.
+	framework.WaitFor(t, time.Minute, "the kubelet to let bob read logs", func() (bool, error) {
+		code, body := get([]tls.Certificate{bobCert})
+		return code == http.StatusOK && strings.Contains(body, "from side"), fmt.Errorf("%d %q", code, body)
+	})
 }
 
 // deletePods deletes pods in default and waits until they are gone.

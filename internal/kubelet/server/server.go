@@ -9,10 +9,11 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	cri "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
@@ -48,9 +49,16 @@ type Config struct {
 	// to (ClientCAs); required. The server requires and verifies a client certificate
 	// whatever ClientAuth says, and speaks HTTP/1.1 only (connection upgrades).
 	TLS *tls.Config
-	// AllowedUsers are the client certificate common names the server answers, beside
-	// /healthz which any verified client may read; pki.KubeletClientUser (the API
-	// server) when empty.
+	// Authorizer decides, as the kubelet's webhook authorization does, whether a
+	// caller (the user and groups of its client certificate) may make a request: for a
+	// SubjectAccessReview of verb (get, create, ...) on nodes/proxy of NodeName (see
+	// RequestAttributes). Nil leaves the decision to AllowedUsers.
+	Authorizer authorizer.Authorizer
+	// NodeName is the node the server is the kubelet of; required with Authorizer.
+	NodeName string
+	// AllowedUsers are, without an Authorizer, the client certificate common names
+	// the server answers, beside /healthz which any verified client may read;
+	// pki.KubeletClientUser (the API server) when empty.
 	AllowedUsers []string
 	// Listener, when set, is where the server accepts connections; otherwise Run
 	// listens on Addr (":10250" when empty).
@@ -80,6 +88,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("kubelet server: TLS with a serving certificate is required")
 	case cfg.TLS.ClientCAs == nil:
 		return nil, errors.New("kubelet server: TLS.ClientCAs is required: only the API server may call the kubelet")
+	case cfg.Authorizer != nil && cfg.NodeName == "":
+		return nil, errors.New("kubelet server: NodeName is required with an Authorizer")
 	}
 	if len(cfg.AllowedUsers) == 0 {
 		cfg.AllowedUsers = []string{pki.KubeletClientUser}
@@ -91,7 +101,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	t := cfg.TLS.Clone()
-	t.ClientAuth = tls.RequireAndVerifyClientCert
+	// A client without a certificate connects and gets 401, as from the kubelet
+	// with anonymous authentication off; one with a certificate the CA did not
+	// sign fails the handshake.
+	t.ClientAuth = tls.VerifyClientCertIfGiven
 	t.NextProtos = []string{"http/1.1"}
 	if t.MinVersion == 0 {
 		t.MinVersion = tls.VersionTLS12
@@ -167,23 +180,64 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ok"))
 }
 
-// authorized lets through the allowed users only, answering others as the kubelet's
-// authorizer does.
+// authorized lets through the callers the Authorizer (or AllowedUsers) allows,
+// answering others as the kubelet's authorization filter does.
 func (s *Server) authorized(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user, _ := pki.UserFromCert(r.TLS.VerifiedChains[0][0])
-		if !slices.Contains(s.cfg.AllowedUsers, user) {
-			verb := strings.ToLower(r.Method)
-			if verb == "post" {
-				verb = "create"
+		name, groups := pki.UserFromCert(r.TLS.VerifiedChains[0][0])
+		attrs := RequestAttributes(&user.DefaultInfo{Name: name, Groups: append(groups, user.AllAuthenticated)}, s.cfg.NodeName, r)
+		allowed := slices.Contains(s.cfg.AllowedUsers, name)
+		if s.cfg.Authorizer != nil {
+			decision, reason, err := s.cfg.Authorizer.Authorize(r.Context(), attrs)
+			if err != nil {
+				slog.Warn("kubelet API: authorization failed", "user", name, "path", r.URL.Path, "err", err)
+				writeError(w, http.StatusInternalServerError, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)", name, attrs.Verb, attrs.Resource, attrs.Subresource))
+				return
 			}
-			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=proxy)", user, verb)
-			slog.Warn("kubelet API request refused", "user", user, "path", r.URL.Path)
-			http.Error(w, msg, http.StatusForbidden)
+			allowed = decision == authorizer.DecisionAllow
+			if !allowed {
+				slog.Debug("kubelet API: forbidden", "user", name, "path", r.URL.Path, "reason", reason)
+			}
+		}
+		if !allowed {
+			slog.Warn("kubelet API request refused", "user", name, "path", r.URL.Path)
+			writeError(w, http.StatusForbidden, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource=%s)", name, attrs.Verb, attrs.Resource, attrs.Subresource))
 			return
 		}
 		h(w, r)
 	})
+}
+
+// RequestAttributes describes a request to the kubelet API for an authorizer as the
+// kubelet does (its NodeAuthorizerAttributesGetter): the HTTP method as an API verb
+// (GET get, POST create, PUT update, PATCH patch, DELETE delete) on the node's
+// "proxy" subresource, which is what logs, exec, attach and port-forward are.
+func RequestAttributes(u user.Info, nodeName string, r *http.Request) authorizer.AttributesRecord {
+	verb := ""
+	switch r.Method {
+	case http.MethodPost:
+		verb = "create"
+	case http.MethodGet:
+		verb = "get"
+	case http.MethodPut:
+		verb = "update"
+	case http.MethodPatch:
+		verb = "patch"
+	case http.MethodDelete:
+		verb = "delete"
+	}
+	return authorizer.AttributesRecord{
+		User:            u,
+		Verb:            verb,
+		Namespace:       "",
+		APIGroup:        "",
+		APIVersion:      "v1",
+		Resource:        "nodes",
+		Subresource:     "proxy",
+		Name:            nodeName,
+		ResourceRequest: true,
+		Path:            r.URL.Path,
+	}
 }
 
 // writeError answers with a plain-text error, as the kubelet does.

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/portforward"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
@@ -45,9 +47,16 @@ type testNode struct {
 
 func newTestNode(t *testing.T) *testNode {
 	t.Helper()
+	return newTestNodeWith(t, nil)
+}
+
+// newTestNodeWith is newTestNode with the server's authorizer (nil: the
+// allow-list of the API server's user).
+func newTestNodeWith(t *testing.T, authz authorizer.Authorizer) *testNode {
+	t.Helper()
 	k := fakestreaming.NewKubelet(t)
 	n := &testNode{t: t, rt: k.Runtime, dataDir: k.DataDir, logDir: t.TempDir(), pods: map[string]*corev1.Pod{}}
-	s, err := New(Config{Runtime: k.Runtime, Pods: PodsFunc(n.getPod), TLS: k.ServingTLS})
+	s, err := New(Config{Runtime: k.Runtime, Pods: PodsFunc(n.getPod), TLS: k.ServingTLS, Authorizer: authz, NodeName: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +209,8 @@ func TestAuthorization(t *testing.T) {
 		{"api server healthz", api, "/healthz", 200, "ok"},
 		{"other user healthz", admin, "/healthz", 200, "ok"},
 		{"api server logs", api, "/containerLogs/default/web/app", 200, ""},
-		{"other user logs", admin, "/containerLogs/default/web/app", 403, "Forbidden (user=skiff-admin, verb=get, resource=nodes, subresource=proxy)\n"},
-		{"other user exec", admin, "/exec/default/web/app?command=say&stdout=1", 403, "Forbidden (user=skiff-admin, verb=get, resource=nodes, subresource=proxy)\n"},
+		{"other user logs", admin, "/containerLogs/default/web/app", 403, "Forbidden (user=skiff-admin, verb=get, resource=nodes, subresource=proxy)"},
+		{"other user exec", admin, "/exec/default/web/app?command=say&stdout=1", 403, "Forbidden (user=skiff-admin, verb=get, resource=nodes, subresource=proxy)"},
 		{"unknown path", api, "/pods", 404, "404 page not found\n"},
 	}
 	for _, tt := range tests {
@@ -500,5 +509,66 @@ func TestPortForward(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err %v, want %q", path, err, want)
 		}
+	}
+}
+
+// TestAuthorizationBySubjectAccessReview: with an authorizer (the agent's is
+// SubjectAccessReviews to the API server), each request is asked about as the
+// kubelet asks: the certificate's user and groups, the method's verb, nodes/proxy
+// of the node; a caller without a certificate gets 401.
+func TestAuthorizationBySubjectAccessReview(t *testing.T) {
+	var mu sync.Mutex
+	var asked []authorizer.Attributes
+	authz := authorizer.AuthorizerFunc(func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		mu.Lock()
+		asked = append(asked, a)
+		mu.Unlock()
+		if a.GetUser().GetName() == "carol" && a.GetVerb() == "get" && a.GetResource() == "nodes" && a.GetSubresource() == "proxy" && a.GetName() == "n1" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "no binding", nil
+	})
+	n := newTestNodeWith(t, authz)
+	n.addPod("web", "app")
+	carol, dave := n.client("carol"), n.client("dave")
+	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.client("x").Transport.(*http.Transport).TLSClientConfig.RootCAs}}}
+	t.Cleanup(anonymous.CloseIdleConnections)
+	tests := []struct {
+		name     string
+		client   *http.Client
+		method   string
+		path     string
+		wantCode int
+		wantBody string
+	}{
+		{"allowed get", carol, http.MethodGet, "/containerLogs/default/web/app", 200, ""},
+		{"post is create", carol, http.MethodPost, "/exec/default/web/app?command=say&stdout=1", 403, "Forbidden (user=carol, verb=create, resource=nodes, subresource=proxy)"},
+		{"other user", dave, http.MethodGet, "/containerLogs/default/web/app", 403, "Forbidden (user=dave, verb=get, resource=nodes, subresource=proxy)"},
+		{"anonymous", anonymous, http.MethodGet, "/containerLogs/default/web/app", 401, "Unauthorized\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, n.url+tt.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := tt.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.wantCode || string(b) != tt.wantBody {
+				t.Errorf("got %d %q, want %d %q", resp.StatusCode, b, tt.wantCode, tt.wantBody)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 3 {
+		t.Fatalf("the authorizer was asked %d times, want 3 (not for the anonymous request)", len(asked))
+	}
+	if g := asked[0].GetUser().GetGroups(); !slices.Contains(g, "system:masters") || !slices.Contains(g, "system:authenticated") {
+		t.Errorf("groups asked about: %v, want the certificate's and system:authenticated", g)
 	}
 }
