@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -185,19 +184,10 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		}
 		g.Go(func() error { return ks.Run(gctx) })
 	}
-	if proxy == nil {
-		return g.Wait()
+	if proxy != nil {
+		g.Go(func() error { return proxy.Run(gctx) })
 	}
-	g.Go(func() error { return proxy.Run(gctx) })
-	err = g.Wait()
-	if cfg.KubeProxyCleanupOnStop {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if cerr := proxy.CleanupAfterStop(cctx); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-	}
-	return err
+	return g.Wait()
 }
 
 // newKubeProxy builds the node's service proxy with a client of its own
@@ -216,7 +206,7 @@ func newKubeProxy(cfg AgentConfig, rc *rest.Config) (*kubeproxy.Proxy, error) {
 	}
 	return kubeproxy.New(kubeproxy.Config{
 		NodeName: cfg.NodeName, ClusterCIDRs: splitCIDRs(cfg.ClusterCIDR), Bridge: bridge,
-		NodePortAddresses: cfg.NodePortAddresses,
+		NodePortAddresses: cfg.NodePortAddresses, CleanupOnStop: cfg.KubeProxyCleanupOnStop,
 	}, client)
 }
 

@@ -35,6 +35,10 @@ type Config struct {
 	// LockDir holds the lock that keeps one proxy per network namespace;
 	// DefaultLockDir when empty.
 	LockDir string
+	// CleanupOnStop removes the proxy's rules when Run ends (see Run). By
+	// default they stay, so that Services keep working while the agent
+	// restarts.
+	CleanupOnStop bool
 }
 
 // DefaultLockDir is where the proxy's lock file lives.

@@ -63,8 +63,10 @@ func New(cfg Config, client kubernetes.Interface) (*Proxy, error) {
 // kube-proxy) for the Node's addresses, builds upstream's nftables proxier
 // (IPv4, and IPv6 too when the kernel has it) and feeds it from informers.
 // It returns nil when ctx ends; the rules stay, so that Services keep
-// working across an agent restart (see Cleanup). An error means the proxy
-// could not start.
+// working across an agent restart, unless Config.CleanupOnStop: then they
+// are removed before Run returns, the lock still held (see
+// cleanupAfterStop), and an error says when that failed. An error before
+// ctx ends means the proxy could not start; it removed nothing.
 //
 // Upstream's proxier cannot be stopped: after Run returns its sync loop
 // stays in the process, idle, since no informer feeds it any more (and its
@@ -110,7 +112,12 @@ func (p *Proxy) Run(ctx context.Context) error {
 		"nodePortAddresses", config.NodePortAddresses, "detectLocalMode", config.DetectLocalMode)
 	go provider.SyncLoop()
 	<-ctx.Done()
-	return nil
+	if !p.cfg.CleanupOnStop {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.cleanupAfterStop(cctx)
 }
 
 // startInformers feeds the proxier as kube-proxy's server does: Services
@@ -180,11 +187,11 @@ func Cleanup(ctx context.Context) error {
 	return nil
 }
 
-// CleanupAfterStop is Cleanup for the process whose Proxy.Run just
-// returned: a sync the proxier had already queued (it waits up to its
-// minimum sync period, 1 s, between syncs) may still write the tables
-// once, so they are removed again after that period.
-func (p *Proxy) CleanupAfterStop(ctx context.Context) error {
+// cleanupAfterStop is Cleanup once the proxier is fed no more: a sync it
+// had already queued (it waits up to its minimum sync period, 1 s,
+// between syncs) may still write the tables once, so they are removed
+// again after that period.
+func (p *Proxy) cleanupAfterStop(ctx context.Context) error {
 	if err := Cleanup(ctx); err != nil {
 		return err
 	}
