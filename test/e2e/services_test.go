@@ -24,7 +24,8 @@ import (
 // TestServices runs kube-proxy (upstream's nftables proxier, in the
 // server's agent) on a real node and sends traffic through it: a ClusterIP
 // Service from another pod reaches both its pods, a Service reaches the
-// pod that calls it (hairpin), sessionAffinity ClientIP sticks to one
+// pod that calls it (hairpin), one without endpoints refuses connections,
+// sessionAffinity ClientIP sticks to one
 // pod, a NodePort answers on the host, and the `kubernetes` Service
 // reaches the API server from a pod through the variables the kubelet
 // sets. The server's kube-proxy metrics show the syncs.
@@ -69,6 +70,8 @@ func TestServices(t *testing.T) {
 			Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{port}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "solo"}, Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"name": "web-1"}, Ports: []corev1.ServicePort{port}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "empty"}, Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"name": "nobody"}, Ports: []corev1.ServicePort{port}}},
 	}
 	ips := map[string]string{}
 	var nodePort int32
@@ -136,6 +139,16 @@ func TestServices(t *testing.T) {
 		body, err := get("web-1", "http://"+ips["solo"]+"/index.html")
 		if err != nil || body != "hello-from-web-1" {
 			t.Errorf("web-1 through service solo: %q, %v; want hello-from-web-1", body, err)
+		}
+	})
+
+	t.Run("no endpoints", func(t *testing.T) {
+		// kube-proxy rejects connections to a Service without endpoints at
+		// once, instead of letting them time out.
+		start := time.Now()
+		_, err := get("client", "http://"+ips["empty"]+"/index.html")
+		if err == nil || !strings.Contains(err.Error(), "Connection refused") || time.Since(start) > 8*time.Second {
+			t.Errorf("wget through a Service without endpoints: %v after %v, want Connection refused at once", err, time.Since(start))
 		}
 	})
 
