@@ -55,7 +55,7 @@ type Cluster struct {
 	Client     kubernetes.Interface
 	// InProcessConfig reaches the API server without a connection, as
 	// the server's own scheduler and controllers do.
-	InProcessConfig func(user string) *rest.Config
+	InProcessConfig func(user string, groups ...string) *rest.Config
 }
 
 // NewCluster starts a control plane on a free loopback port with a fresh
