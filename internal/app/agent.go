@@ -33,7 +33,10 @@ type AgentConfig struct {
 	Kubeconfig string
 	// RESTConfig, when set, is used instead of ServerURL and Kubeconfig
 	// (the in-process agent of `skiff server`).
-	RESTConfig *rest.Config
+	// KubeProxyRESTConfig, when set, is kube-proxy's (system:kube-proxy);
+	// else kube-proxy uses the agent's credentials.
+	RESTConfig          *rest.Config
+	KubeProxyRESTConfig *rest.Config
 	// DataDir is skiff's data directory; the agent keeps its files in
 	// DataDir/agent (containerd, CNI, images/ tarballs, kubelet).
 	DataDir string
@@ -122,7 +125,11 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 
 	var proxy *kubeproxy.Proxy
 	if !cfg.DisableKubeProxy {
-		if proxy, err = newKubeProxy(cfg, rc); err != nil {
+		prc := rc
+		if cfg.KubeProxyRESTConfig != nil {
+			prc = cfg.KubeProxyRESTConfig
+		}
+		if proxy, err = newKubeProxy(cfg, prc); err != nil {
 			return err
 		}
 	}

@@ -382,9 +382,18 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			if err != nil {
 				return err
 			}
+			// Its kube-proxy is system:kube-proxy, whom kube-apiserver's
+			// bootstrap policy lets read Services, EndpointSlices and
+			// ServiceCIDRs (system:node-proxier).
+			var proxyRC *rest.Config
+			if !cfg.DisableKubeProxy {
+				if proxyRC, err = keys.KubeProxyRESTConfig(serverURL); err != nil {
+					return err
+				}
+			}
 			g.Go(func() error {
 				return RunAgent(gctx, AgentConfig{
-					RESTConfig: rc, DataDir: cfg.DataDir, NodeName: nodeName,
+					RESTConfig: rc, KubeProxyRESTConfig: proxyRC, DataDir: cfg.DataDir, NodeName: nodeName,
 					NodeLabels: cfg.NodeLabels, Taints: cfg.Taints,
 					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR, CNIBridge: cfg.CNIBridge, KubeletPort: cfg.KubeletPort,
 					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel, NodeIP: cfg.NodeIP,
