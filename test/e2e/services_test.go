@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +29,8 @@ import (
 // sessionAffinity ClientIP sticks to one
 // pod, a NodePort answers on the host, and the `kubernetes` Service
 // reaches the API server from a pod through the variables the kubelet
-// sets. The server's kube-proxy metrics show the syncs.
+// sets. Killed and started again, the server's Services answer all along.
+// The server's kube-proxy metrics show the syncs.
 //
 // Addresses: the API server listens on all addresses and advertises the
 // node's bridge address (its pod CIDR's first address, the pods'
@@ -222,6 +224,102 @@ func TestServices(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("restart without a gap", func(t *testing.T) {
+		// The rules outlive the server: killed (SIGKILL, so nothing is
+		// cleaned up) and started again, its NodePort answers the host all
+		// along, and the new kube-proxy takes its table over in place.
+		url := "http://" + hostPort(gateway, nodePort) + "/index.html"
+		p := startPoller(url)
+		t.Cleanup(func() { p.stop() })
+		killed := time.Now()
+		s.Kill()
+		framework.WaitFor(t, time.Minute, "5 requests to the NodePort while the server is down", func() (bool, error) {
+			return p.countSince(killed) >= 5, nil
+		})
+		s.Restart(t)
+		s.WaitNodeReady(t)
+		framework.WaitFor(t, time.Minute, "the restarted server's kube-proxy to sync", func() (bool, error) {
+			return hasPositiveSample(string(s.AdminGet(t, "/metrics").Body), "kubeproxy_sync_proxy_rules_duration_seconds_count"), nil
+		})
+		framework.WaitFor(t, 2*time.Minute, "the client reaching web through its ClusterIP after the restart", func() (bool, error) {
+			body, err := get("client", webURL)
+			return strings.HasPrefix(body, "hello-from-web-"), err
+		})
+		total, failures := p.stop()
+		if len(failures) > 0 || total < 10 {
+			t.Errorf("%d requests to the NodePort across the restart, %d failed: %v", total, len(failures), failures)
+		}
+		t.Logf("%d requests to the NodePort across the restart, all answered", total)
+	})
+}
+
+// poller GETs a URL every 100 ms until stopped, recording when each
+// request was sent and how the failed ones failed.
+type poller struct {
+	mu       sync.Mutex
+	sent     []time.Time
+	failures []string
+	done     chan struct{}
+	stopped  chan struct{}
+	once     sync.Once
+}
+
+func startPoller(url string) *poller {
+	p := &poller{done: make(chan struct{}), stopped: make(chan struct{})}
+	client := &http.Client{Timeout: 2 * time.Second}
+	go func() {
+		defer close(p.stopped)
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			at := time.Now()
+			var failure string
+			resp, err := client.Get(url)
+			if err != nil {
+				failure = err.Error()
+			} else {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), "hello-from-web-") {
+					failure = fmt.Sprintf("%s: %q", resp.Status, b)
+				}
+			}
+			p.mu.Lock()
+			p.sent = append(p.sent, at)
+			if failure != "" {
+				p.failures = append(p.failures, at.Format("15:04:05.000")+" "+failure)
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+// countSince is the number of requests sent after t.
+func (p *poller) countSince(t time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, at := range p.sent {
+		if at.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// stop ends the polling (once; later calls only report) and returns the
+// number of requests and failures.
+func (p *poller) stop() (int, []string) {
+	p.once.Do(func() { close(p.done) })
+	<-p.stopped
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sent), p.failures
 }
 
 // createPod creates pod in ns.
