@@ -64,6 +64,10 @@ func lockKubeProxy(t testing.TB) {
 // has stopped: its nftables tables must be gone. Leftovers are reported and
 // deleted.
 func checkKubeProxyRemoved(t testing.TB) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Errorf("cleanup: cannot check kube-proxy's tables: %v (hack/install-deps.sh installs nftables)", err)
+		return
+	}
 	for _, family := range []string{"ip", "ip6"} {
 		out, err := exec.Command("nft", "list", "table", family, "kube-proxy").CombinedOutput()
 		if err != nil {
