@@ -2,10 +2,11 @@
 # Installs what skiff and its tests need and this machine lacks (Debian,
 # as root). Safe to run again: it installs only what is missing.
 #   containerd, runc, containernetworking-plugins, iptables: the agent's runtime
+#   nftables: nft, to inspect kube-proxy's rules (kube-proxy programs them over netlink)
 #   busybox-static, docker-registry: images and a local registry for the tests
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins iptables busybox-static docker-registry)
+packages=(containerd runc containernetworking-plugins iptables nftables busybox-static docker-registry)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

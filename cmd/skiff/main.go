@@ -123,6 +123,12 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	leaderElect := fs.Bool("leader-elect", true, "run the controllers only while holding the kube-controller-manager Lease in kube-system, so that servers sharing an etcd take turns")
 	allowPrivileged := fs.Bool("allow-privileged", true, "allow pods with privileged containers (kube-apiserver's flag; kubeadm and k3s set it too)")
 	hugePages := fs.Bool("huge-pages", true, "back the server's memory with transparent huge pages when the kernel leaves that to programs (THP mode madvise): fewer page faults as the heap grows, for about a tenth more resident memory")
+	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "address pods reach the API server at, the endpoint of the kubernetes Service (kube-apiserver's flag; default: the bind address, or the host's default interface's)")
+	fs.StringVar(&cfg.NodeIP, "node-ip", "", "the local node's InternalIP (default: detected)")
+	var nodePortAddresses string
+	fs.BoolVar(&cfg.DisableKubeProxy, "disable-kube-proxy", false, "run no service proxy (kube-proxy) on the local node")
+	fs.StringVar(&nodePortAddresses, "nodeport-addresses", "", "kube-proxy's --nodeport-addresses: CIDRs and keywords (primary, localhost, all) of the addresses NodePorts answer on (default: primary, the node's InternalIP)")
+	fs.BoolVar(&cfg.KubeProxyCleanupOnStop, "kube-proxy-cleanup-on-stop", false, "remove kube-proxy's nftables rules when the local node stops (by default they stay, so Services keep working across a restart)")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -150,6 +156,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	cfg.ControllerManager.Controllers = splitList(controllers)
 	cfg.Authorization.Modes = splitList(authzModes)
 	cfg.ControllerManager.NoLeaderElection = !*leaderElect
+	cfg.NodePortAddresses = splitList(nodePortAddresses)
 	return cfg, nil
 }
 
@@ -169,6 +176,11 @@ func runAgent(args []string) int {
 	fs.IntVar(&cfg.KubeletPort, "kubelet-port", kubeletserver.DefaultPort, "port of the kubelet API (0: any free port; agents side by side need their own)")
 	fs.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: detected)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	var nodePortAddresses string
+	fs.BoolVar(&cfg.DisableKubeProxy, "disable-kube-proxy", false, "run no service proxy (kube-proxy) on this node")
+	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "", "kube-proxy's --cluster-cidr: the cluster's pod range, whose traffic is the cluster's own (default: traffic from this node's pod bridge is)")
+	fs.StringVar(&nodePortAddresses, "nodeport-addresses", "", "kube-proxy's --nodeport-addresses: CIDRs and keywords (primary, localhost, all) of the addresses NodePorts answer on (default: primary, the node's InternalIP)")
+	fs.BoolVar(&cfg.KubeProxyCleanupOnStop, "kube-proxy-cleanup-on-stop", false, "remove kube-proxy's nftables rules when the agent stops (by default they stay, so Services keep working across a restart)")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -176,6 +188,7 @@ func runAgent(args []string) int {
 		}
 		return 2
 	}
+	cfg.NodePortAddresses = splitList(nodePortAddresses)
 	var err error
 	if cfg.NodeLabels, err = app.ParseNodeLabels(labels); err == nil {
 		cfg.Taints, err = app.ParseTaints(taints)

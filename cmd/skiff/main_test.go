@@ -26,6 +26,10 @@ func TestParseServerFlags(t *testing.T) {
 		wantNoLeader    bool
 		wantClusterCIDR string
 		wantNoPriv      bool
+		// kube-proxy and node network flags.
+		wantNoProxy, wantProxyCleanup bool
+		wantNodePorts                 []string
+		wantAdvertise, wantNodeIP     string
 	}{
 		{name: "defaults"},
 		{name: "huge pages off", args: []string{"--huge-pages=false"}, wantNoHuge: true},
@@ -40,6 +44,10 @@ func TestParseServerFlags(t *testing.T) {
 		{name: "controllers", args: []string{"--controllers", "*,-deployment", "--leader-elect=false", "--cluster-cidr", "10.42.0.0/16"},
 			wantControllers: []string{"*", "-deployment"}, wantNoLeader: true, wantClusterCIDR: "10.42.0.0/16"},
 		{name: "no privileged pods", args: []string{"--allow-privileged=false"}, wantNoPriv: true},
+		{name: "kube-proxy off", args: []string{"--disable-kube-proxy"}, wantNoProxy: true},
+		{name: "kube-proxy options", args: []string{"--nodeport-addresses", "primary, 10.250.0.1/32", "--kube-proxy-cleanup-on-stop",
+			"--advertise-address", "10.250.0.1", "--node-ip", "10.250.0.1"},
+			wantNodePorts: []string{"primary", "10.250.0.1/32"}, wantProxyCleanup: true, wantAdvertise: "10.250.0.1", wantNodeIP: "10.250.0.1"},
 		{name: "unknown flag", args: []string{"--no-such-flag"}, wantErr: errUsage},
 		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp},
 	}
@@ -70,6 +78,14 @@ func TestParseServerFlags(t *testing.T) {
 			cm := cfg.ControllerManager
 			if strings.Join(cm.Controllers, ",") != strings.Join(wantControllers, ",") || cm.NoLeaderElection != tt.wantNoLeader || cm.ClusterCIDR != tt.wantClusterCIDR {
 				t.Errorf("controller manager %+v, want controllers %q, no leader election %v, cluster CIDR %q", cm, wantControllers, tt.wantNoLeader, tt.wantClusterCIDR)
+			}
+			if cfg.DisableKubeProxy != tt.wantNoProxy || cfg.KubeProxyCleanupOnStop != tt.wantProxyCleanup ||
+				strings.Join(cfg.NodePortAddresses, ",") != strings.Join(tt.wantNodePorts, ",") {
+				t.Errorf("kube-proxy: disabled %v, cleanup on stop %v, nodeport addresses %q; want %v, %v, %q",
+					cfg.DisableKubeProxy, cfg.KubeProxyCleanupOnStop, cfg.NodePortAddresses, tt.wantNoProxy, tt.wantProxyCleanup, tt.wantNodePorts)
+			}
+			if cfg.AdvertiseAddress != tt.wantAdvertise || cfg.NodeIP != tt.wantNodeIP {
+				t.Errorf("advertise address %q, node IP %q; want %q, %q", cfg.AdvertiseAddress, cfg.NodeIP, tt.wantAdvertise, tt.wantNodeIP)
 			}
 			if cfg.DisallowPrivileged != tt.wantNoPriv {
 				t.Errorf("DisallowPrivileged = %v, want %v", cfg.DisallowPrivileged, tt.wantNoPriv)

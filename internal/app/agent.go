@@ -23,6 +23,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	"github.com/skiff-sh/skiff/internal/kubelet/cri"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
+	"github.com/skiff-sh/skiff/internal/kubeproxy"
 	"github.com/skiff-sh/skiff/internal/pki"
 )
 
@@ -35,7 +36,10 @@ type AgentConfig struct {
 	Kubeconfig string
 	// RESTConfig, when set, is used instead of ServerURL and Kubeconfig
 	// (the in-process agent of `skiff server`).
-	RESTConfig *rest.Config
+	// KubeProxyRESTConfig, when set, is kube-proxy's (system:kube-proxy);
+	// else kube-proxy uses the agent's credentials.
+	RESTConfig          *rest.Config
+	KubeProxyRESTConfig *rest.Config
 	// DataDir is skiff's data directory; the agent keeps its files in
 	// DataDir/agent (containerd, CNI, images/ tarballs, kubelet).
 	DataDir string
@@ -63,6 +67,20 @@ type AgentConfig struct {
 	// defaults when nil.
 	ImageGC  *kubelet.ImageGCPolicy
 	LogLevel string
+	// DisableKubeProxy runs no service proxy on the node (k3s's
+	// --disable-kube-proxy): Services reach nothing from it.
+	DisableKubeProxy bool
+	// ClusterCIDR is kube-proxy's --cluster-cidr (comma-separated for dual
+	// stack): traffic from it is the cluster's own. When empty, traffic
+	// from the node's CNI bridge is.
+	ClusterCIDR string
+	// NodePortAddresses are kube-proxy's --nodeport-addresses; ["primary"]
+	// (the Node's InternalIPs) when empty.
+	NodePortAddresses []string
+	// KubeProxyCleanupOnStop removes kube-proxy's nftables rules when the
+	// agent stops. By default they stay, so that Services keep working
+	// while the agent restarts.
+	KubeProxyCleanupOnStop bool
 }
 
 // DefaultPodCIDR is the pod range of a node without spec.podCIDR.
@@ -106,6 +124,17 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	agentDir := filepath.Join(cfg.DataDir, "agent")
 	if err := os.MkdirAll(agentDir, 0o700); err != nil {
 		return fmt.Errorf("agent dir: %w", err)
+	}
+
+	var proxy *kubeproxy.Proxy
+	if !cfg.DisableKubeProxy {
+		prc := rc
+		if cfg.KubeProxyRESTConfig != nil {
+			prc = cfg.KubeProxyRESTConfig
+		}
+		if proxy, err = newKubeProxy(cfg, prc); err != nil {
+			return err
+		}
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -175,7 +204,41 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		}
 		g.Go(func() error { return ks.Run(gctx) })
 	}
+	if proxy != nil {
+		g.Go(func() error { return proxy.Run(gctx) })
+	}
 	return g.Wait()
+}
+
+// newKubeProxy builds the node's service proxy with a client of its own
+// (user agent kube-proxy, kube-proxy's default limits of 5 QPS, burst 10).
+func newKubeProxy(cfg AgentConfig, rc *rest.Config) (*kubeproxy.Proxy, error) {
+	prc := rest.CopyConfig(rc)
+	prc.UserAgent = "kube-proxy/" + cfg.NodeName
+	prc.QPS, prc.Burst = 5, 10
+	client, err := kubernetes.NewForConfig(prc)
+	if err != nil {
+		return nil, err
+	}
+	bridge := cfg.CNIBridge
+	if bridge == "" {
+		bridge = cri.DefaultBridge
+	}
+	return kubeproxy.New(kubeproxy.Config{
+		NodeName: cfg.NodeName, ClusterCIDRs: splitCIDRs(cfg.ClusterCIDR), Bridge: bridge,
+		NodePortAddresses: cfg.NodePortAddresses, CleanupOnStop: cfg.KubeProxyCleanupOnStop,
+	}, client)
+}
+
+// splitCIDRs splits a comma-separated CIDR list, dropping empty items.
+func splitCIDRs(s string) []string {
+	var out []string
+	for _, c := range strings.Split(s, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // ParseNodeLabels parses --node-labels: "key=value,key2=value2".

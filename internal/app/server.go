@@ -95,6 +95,19 @@ type ServerConfig struct {
 	// privileged containers (kube-apiserver's default; kubeadm and k3s
 	// allow them, as skiff does).
 	DisallowPrivileged bool
+	// AdvertiseAddress is kube-apiserver's --advertise-address: the address
+	// pods reach this server at, the endpoint of the `kubernetes` Service.
+	// When empty, the bind address, or the host's default interface's
+	// when bound to all.
+	AdvertiseAddress string
+	// NodeIP is the local node's InternalIP; detected when empty.
+	NodeIP string
+	// DisableKubeProxy, NodePortAddresses and KubeProxyCleanupOnStop are
+	// the local agent's (AgentConfig); its kube-proxy takes
+	// ControllerManager.ClusterCIDR as its --cluster-cidr.
+	DisableKubeProxy       bool
+	NodePortAddresses      []string
+	KubeProxyCleanupOnStop bool
 }
 
 // DefaultServiceAccountIssuer is the service account token issuer of a
@@ -144,6 +157,13 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	hosts := []string{"10.43.0.1"}
 	if cfg.BindAddress != "" && cfg.BindAddress != "0.0.0.0" && cfg.BindAddress != "::" {
 		hosts = append(hosts, cfg.BindAddress)
+	}
+	advertise := advertiseAddress(cfg.BindAddress)
+	if cfg.AdvertiseAddress != "" {
+		if advertise = net.ParseIP(cfg.AdvertiseAddress); advertise == nil {
+			return fmt.Errorf("--advertise-address %q is not an IP address", cfg.AdvertiseAddress)
+		}
+		hosts = append(hosts, cfg.AdvertiseAddress)
 	}
 	keys, err := pki.EnsureServerPKI(cfg.DataDir, hosts)
 	if err != nil {
@@ -343,7 +363,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			return err
 		}
 		g.Go(func() error {
-			runKubernetesService(gctx, client, cs, advertiseAddress(cfg.BindAddress), ln.Addr().(*net.TCPAddr).Port)
+			runKubernetesService(gctx, client, cs, advertise, ln.Addr().(*net.TCPAddr).Port)
 			return nil
 		})
 		// kube-apiserver's legacy token tracking: the kube-system ConfigMap
@@ -375,12 +395,23 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			if err != nil {
 				return err
 			}
+			// Its kube-proxy is system:kube-proxy, whom kube-apiserver's
+			// bootstrap policy lets read Services, EndpointSlices and
+			// ServiceCIDRs (system:node-proxier).
+			var proxyRC *rest.Config
+			if !cfg.DisableKubeProxy {
+				if proxyRC, err = keys.KubeProxyRESTConfig(serverURL); err != nil {
+					return err
+				}
+			}
 			g.Go(func() error {
 				return RunAgent(gctx, AgentConfig{
-					RESTConfig: rc, DataDir: cfg.DataDir, NodeName: nodeName,
+					RESTConfig: rc, KubeProxyRESTConfig: proxyRC, DataDir: cfg.DataDir, NodeName: nodeName,
 					NodeLabels: cfg.NodeLabels, Taints: cfg.Taints,
 					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR, CNIBridge: cfg.CNIBridge, KubeletPort: cfg.KubeletPort,
-					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel,
+					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel, NodeIP: cfg.NodeIP,
+					DisableKubeProxy: cfg.DisableKubeProxy, ClusterCIDR: cfg.ControllerManager.ClusterCIDR,
+					NodePortAddresses: cfg.NodePortAddresses, KubeProxyCleanupOnStop: cfg.KubeProxyCleanupOnStop,
 				})
 			})
 		}

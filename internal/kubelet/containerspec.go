@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/kubernetes/third_party/forked/golang/expansion"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/plan"
 )
@@ -181,10 +182,10 @@ func (k *Kubelet) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 		Stdin:       c.Stdin, StdinOnce: c.StdinOnce, Tty: c.TTY,
 	}
 	for _, a := range c.Command {
-		cfg.Command = append(cfg.Command, expand(a, vars))
+		cfg.Command = append(cfg.Command, expansion.Expand(a, expansion.MappingFuncFor(vars)))
 	}
 	for _, a := range c.Args {
-		cfg.Args = append(cfg.Args, expand(a, vars))
+		cfg.Args = append(cfg.Args, expansion.Expand(a, expansion.MappingFuncFor(vars)))
 	}
 	for _, e := range env {
 		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
@@ -214,7 +215,7 @@ func (k *Kubelet) containerMounts(pod *corev1.Pod, c *corev1.Container, vars map
 		}
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
-			sub = expand(vm.SubPathExpr, vars)
+			sub = expansion.Expand(vm.SubPathExpr, expansion.MappingFuncFor(vars))
 		}
 		if sub != "" {
 			if filepath.IsAbs(sub) || strings.Contains(filepath.Clean(sub), "..") {

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,13 +11,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
+	"k8s.io/kubernetes/pkg/kubelet/envvars"
+	"k8s.io/kubernetes/third_party/forked/golang/expansion"
 )
 
 // envFor resolves a container's environment in the kubelet's order:
-// envFrom sources, then env entries (which may refer to earlier ones with
-// $(VAR)). Errors read like the kubelet's (CreateContainerConfigError).
+// envFrom sources, then env entries (which may refer to earlier ones and
+// to the service variables with $(VAR)), then the service variables
+// (serviceEnv) not set by either. Errors read like the kubelet's
+// (CreateContainerConfigError).
 func (k *Kubelet) envFor(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP string) ([]corev1.EnvVar, error) {
+	serviceEnv, err := k.serviceEnv(pod)
+	if err != nil {
+		return nil, err
+	}
 	var out []corev1.EnvVar
 	vars := map[string]string{}
 	set := func(name, value string) {
@@ -65,7 +76,7 @@ func (k *Kubelet) envFor(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, vars))
+			set(e.Name, expansion.Expand(e.Value, expansion.MappingFuncFor(vars, serviceEnv)))
 			continue
 		}
 		vf := e.ValueFrom
@@ -132,7 +143,59 @@ func (k *Kubelet) envFor(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 			set(e.Name, string(v))
 		}
 	}
+	for _, name := range sortedKeys(serviceEnv) {
+		if _, ok := vars[name]; !ok {
+			out = append(out, corev1.EnvVar{Name: name, Value: serviceEnv[name]})
+		}
+	}
 	return out, nil
+}
+
+// masterServices are the Services of the default namespace whose
+// variables every pod gets, enableServiceLinks or not.
+var masterServices = map[string]bool{"kubernetes": true}
+
+// serviceEnv is the kubelet's map of Service environment variables for a
+// pod (upstream's getServiceEnvVarMap): {SVC}_SERVICE_HOST, _SERVICE_PORT,
+// _SERVICE_PORT_{PORT} and the Docker link variables, from upstream's
+// envvars.FromServices, of the Services with a cluster IP in the pod's
+// namespace when its enableServiceLinks is true (the default), and of the
+// `kubernetes` Service of the default namespace always. It fails, as the
+// kubelet does, until the Service informer has listed once.
+func (k *Kubelet) serviceEnv(pod *corev1.Pod) (map[string]string, error) {
+	m := map[string]string{}
+	if k.serviceLister == nil {
+		return m, nil // a kubelet without Services (unit tests)
+	}
+	if !k.servicesSynced() {
+		return nil, errors.New("services have not yet been read at least once, cannot construct envvars")
+	}
+	services, err := k.serviceLister.List(labels.Everything())
+	if err != nil {
+		return nil, errors.New("failed to list services when setting up env vars")
+	}
+	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
+	byName := map[string]*corev1.Service{}
+	for _, svc := range services {
+		if !v1helper.IsServiceIPSet(svc) {
+			continue
+		}
+		if svc.Namespace == metav1.NamespaceDefault && masterServices[svc.Name] {
+			if _, ok := byName[svc.Name]; !ok {
+				byName[svc.Name] = svc
+			}
+		} else if svc.Namespace == pod.Namespace && links {
+			byName[svc.Name] = svc
+		}
+	}
+	picked := make([]*corev1.Service, 0, len(byName))
+	for _, svc := range byName {
+		picked = append(picked, svc)
+	}
+	for _, e := range envvars.FromServices(picked) {
+		m[e.Name] = e.Value
+	}
+	return m, nil
 }
 
 // podField is the value of a downward API field path.
@@ -213,40 +276,4 @@ func (k *Kubelet) resourceField(c *corev1.Container, ref *corev1.ResourceFieldSe
 	}
 	v := math.Ceil(float64(q.Value()) / float64(divisor.Value()))
 	return strconv.FormatInt(int64(v), 10), nil
-}
-
-// expand replaces $(VAR) with defined variables; $$ escapes a dollar.
-// Undefined references stay as they are.
-func expand(s string, vars map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
 }

@@ -107,7 +107,12 @@ type Kubelet struct {
 	bcast    record.EventBroadcaster
 
 	podLister listerscorev1.PodLister
-	pullBack  *flowcontrol.Backoff
+	// serviceLister lists the cluster's Services with a cluster IP, for
+	// the pods' service environment variables; servicesSynced says
+	// whether it has listed once.
+	serviceLister  listerscorev1.ServiceLister
+	servicesSynced cache.InformerSynced
+	pullBack       *flowcontrol.Backoff
 	// pullErrors remembers the last pull error per pod and image, shown
 	// in the ImagePullBackOff message as the kubelet does.
 	pullErrors sync.Map
@@ -231,6 +236,20 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.hostIPs = []string{k.nodeIP()}
 	if err := k.registerNode(ctx); err != nil {
 		return err
+	}
+
+	// Services, as the kubelet watches them: all namespaces, headless
+	// ones left out (they give no variables). Listed before the pods, so
+	// that the first containers get their variables without a retry.
+	services := informers.NewSharedInformerFactoryWithOptions(k.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
+	}))
+	serviceInformer := services.Core().V1().Services()
+	k.serviceLister, k.servicesSynced = serviceInformer.Lister(), serviceInformer.Informer().HasSynced
+	services.Start(ctx.Done())
+	defer services.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), k.servicesSynced) {
+		return ctx.Err()
 	}
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {

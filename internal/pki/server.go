@@ -165,6 +165,28 @@ func (p *ServerPKI) NodeRESTConfig(serverURL, nodeName string) (*rest.Config, er
 	}, nil
 }
 
+// KubeProxyRESTConfig returns a client-go configuration for serverURL with kube-proxy's
+// identity, CN=system:kube-proxy (kubeadm's and k3s's user, which kube-apiserver's
+// bootstrap policy binds to the system:node-proxier ClusterRole). The pair is kept in
+// Dir/kube-proxy.crt and .key (see EnsureClientCert for when it is reissued).
+func (p *ServerPKI) KubeProxyRESTConfig(serverURL string) (*rest.Config, error) {
+	certFile, keyFile, err := p.CA.EnsureClientCert(p.Dir, "kube-proxy", KubeProxyUser, nil)
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy client certificate: %w", err)
+	}
+	return &rest.Config{
+		Host: serverURL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   p.CA.CertPEM,
+			CertFile: certFile,
+			KeyFile:  keyFile,
+		},
+	}, nil
+}
+
+// KubeProxyUser is kube-proxy's user name.
+const KubeProxyUser = "system:kube-proxy"
+
 // NodeUserPrefix and NodesGroup make a kubelet's identity: user system:node:<name> in
 // group system:nodes.
 const (

@@ -64,7 +64,10 @@ func startAgent(t *testing.T, c *framework.Cluster, dataDir string, network agen
 	done := make(chan error, 1)
 	go func() {
 		done <- app.RunAgent(ctx, app.AgentConfig{RESTConfig: c.RESTConfig, DataDir: dataDir, NodeName: "node-1", LogLevel: "warn",
-			PodCIDR: network.podCIDR, CNIBridge: network.bridge})
+			PodCIDR: network.podCIDR, CNIBridge: network.bridge,
+			// One kube-proxy per network namespace, and tests that run one
+			// take turns (test/e2e/framework/kubeproxy.go): this one needs none.
+			DisableKubeProxy: true})
 	}()
 	stopped := false
 	stop := func() {

@@ -86,7 +86,13 @@ const NodeReadyTimeout = 2 * time.Minute
 // deleted.
 func StartAgentServer(t testing.TB, opts Options) *AgentServer {
 	t.Helper()
-	node := NewNode(t)
+	return StartAgentServerOn(t, NewNode(t), opts)
+}
+
+// StartAgentServerOn is StartAgentServer with a node the test picked
+// (NewNode) beforehand, for flags that name its pod CIDR or bridge.
+func StartAgentServerOn(t testing.TB, node Node, opts Options) *AgentServer {
+	t.Helper()
 	s := &AgentServer{Node: node}
 	// Cleanups run last-registered first: this one, registered before
 	// StartServer's, runs after the server has stopped.

@@ -33,7 +33,7 @@ func (a *Agent) ContainerdSocket() string {
 // other than avoid's) joining s with the server's admin kubeconfig, with
 // extraArgs appended to its flags, and waits until the Node is Ready. The
 // agent has no CA key in its data dir, so its kubelet API (logs, exec) is
-// off.
+// off, and it runs no kube-proxy (see kubeproxy.go).
 //
 // At the end of the test, while the agent still runs, the pods bound to
 // its node are deleted (grace period 1 s) and the test waits until none is
@@ -50,7 +50,9 @@ func StartAgent(t testing.TB, s *Server, avoid Node, extraArgs ...string) *Agent
 	}
 	a := &Agent{Node: node, DataDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
 	args := append([]string{"agent", "--kubeconfig", s.Kubeconfig, "--data-dir", a.DataDir,
-		"--node-name", node.Name, "--pod-cidr", node.PodCIDR.String(), "--cni-bridge", node.Bridge, "--kubelet-port", "0"},
+		"--node-name", node.Name, "--pod-cidr", node.PodCIDR.String(), "--cni-bridge", node.Bridge, "--kubelet-port", "0",
+		// One kube-proxy per network namespace: the server's agent may run it.
+		"--disable-kube-proxy"},
 		extraArgs...)
 	logFile, err := os.Create(a.log)
 	if err != nil {

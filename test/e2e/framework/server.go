@@ -43,6 +43,10 @@ type Options struct {
 	ExtraArgs []string
 	// StartTimeout bounds the wait for readiness; default 90s.
 	StartTimeout time.Duration
+	// KubeProxy runs kube-proxy in the local agent (off by default: one
+	// per machine at a time, see kubeproxy.go). The test waits for other
+	// tests' to stop first, and the server removes its rules when it stops.
+	KubeProxy bool
 }
 
 // Server is one `skiff server` process (and its restarts) on a data dir and
@@ -81,6 +85,13 @@ func StartServer(t testing.TB, opts Options) *Server {
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
+	}
+	if opts.KubeProxy {
+		if !opts.EnableAgent {
+			t.Fatal("framework: KubeProxy needs the local agent")
+		}
+		lockKubeProxy(t)
+		t.Cleanup(func() { checkKubeProxyRemoved(t) })
 	}
 	s := &Server{t: t, opts: opts, DataDir: t.TempDir(), cacheDir: t.TempDir()}
 	s.Kubeconfig = filepath.Join(s.DataDir, "kubeconfig.yaml")
@@ -164,6 +175,7 @@ func (s *Server) Args() []string {
 	if !s.opts.EnableAgent {
 		args = append(args, "--disable-agent")
 	}
+	args = append(args, kubeProxyArgs(s.opts)...)
 	return append(args, s.opts.ExtraArgs...)
 }
 

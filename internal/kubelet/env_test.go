@@ -1,0 +1,115 @@
+package kubelet
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+func newService(ns, name, clusterIP string, ports ...int32) *corev1.Service {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{ClusterIP: clusterIP}}
+	for _, p := range ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Port: p, Protocol: corev1.ProtocolTCP})
+	}
+	return svc
+}
+
+func kubeletWithServices(t *testing.T, synced bool, services ...*corev1.Service) *Kubelet {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, s := range services {
+		if err := idx.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &Kubelet{serviceLister: listerscorev1.NewServiceLister(idx), servicesSynced: func() bool { return synced }}
+}
+
+// TestServiceEnv: which Services give a container variables, and how they
+// mix with the container's own, as the kubelet does it.
+func TestServiceEnv(t *testing.T) {
+	services := []*corev1.Service{
+		newService("default", "kubernetes", "10.43.0.1", 443),
+		newService("default", "other", "10.43.0.9", 80),
+		newService("web", "front-end", "10.43.1.2", 80, 8080),
+		newService("web", "headless", corev1.ClusterIPNone, 80),
+		newService("elsewhere", "db", "10.43.3.3", 5432),
+	}
+	no := false
+	tests := []struct {
+		name      string
+		namespace string
+		links     *bool
+		env       []corev1.EnvVar
+		want      map[string]string // a subset of the result
+		wantNone  []string          // prefixes no variable may have
+	}{
+		{name: "own namespace and kubernetes", namespace: "web",
+			want: map[string]string{
+				"KUBERNETES_SERVICE_HOST": "10.43.0.1", "KUBERNETES_SERVICE_PORT": "443",
+				"KUBERNETES_PORT": "tcp://10.43.0.1:443", "KUBERNETES_PORT_443_TCP_ADDR": "10.43.0.1",
+				"FRONT_END_SERVICE_HOST": "10.43.1.2", "FRONT_END_SERVICE_PORT": "80",
+				"FRONT_END_PORT": "tcp://10.43.1.2:80", "FRONT_END_PORT_8080_TCP": "tcp://10.43.1.2:8080",
+				"FRONT_END_PORT_8080_TCP_PROTO": "tcp", "FRONT_END_PORT_8080_TCP_PORT": "8080",
+			},
+			wantNone: []string{"HEADLESS_", "DB_", "OTHER_"}},
+		{name: "enableServiceLinks false: kubernetes only", namespace: "web", links: &no,
+			want:     map[string]string{"KUBERNETES_SERVICE_HOST": "10.43.0.1"},
+			wantNone: []string{"FRONT_END_", "OTHER_"}},
+		{name: "default namespace", namespace: "default",
+			want: map[string]string{"KUBERNETES_SERVICE_HOST": "10.43.0.1", "OTHER_SERVICE_HOST": "10.43.0.9"}, wantNone: []string{"FRONT_END_"}},
+		{name: "the container's own variables win and expand service ones", namespace: "web",
+			env:  []corev1.EnvVar{{Name: "FRONT_END_SERVICE_HOST", Value: "mine"}, {Name: "API", Value: "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"}},
+			want: map[string]string{"FRONT_END_SERVICE_HOST": "mine", "API": "https://10.43.0.1:443", "FRONT_END_SERVICE_PORT": "80"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := kubeletWithServices(t, true, services...)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tt.namespace, Name: "p"},
+				Spec: corev1.PodSpec{EnableServiceLinks: tt.links, Containers: []corev1.Container{{Name: "c", Env: tt.env}}}}
+			env, err := k.envFor(context.Background(), pod, &pod.Spec.Containers[0], "10.42.0.5")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, e := range env {
+				if _, dup := got[e.Name]; dup {
+					t.Errorf("variable %s twice", e.Name)
+				}
+				got[e.Name] = e.Value
+			}
+			for name, want := range tt.want {
+				if got[name] != want {
+					t.Errorf("%s=%q, want %q", name, got[name], want)
+				}
+			}
+			for name := range got {
+				for _, prefix := range tt.wantNone {
+					if strings.HasPrefix(name, prefix) {
+						t.Errorf("unexpected variable %s=%s", name, got[name])
+					}
+				}
+			}
+			// The container's own variables come first, in their order.
+			for i, e := range tt.env {
+				if env[i].Name != e.Name {
+					t.Errorf("variable %d is %s, want %s", i, env[i].Name, e.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestServiceEnvNotSynced(t *testing.T) {
+	k := kubeletWithServices(t, false)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+	_, err := k.envFor(context.Background(), pod, &pod.Spec.Containers[0], "")
+	if want := "services have not yet been read at least once, cannot construct envvars"; err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}
