@@ -34,6 +34,9 @@ type Options struct {
 	// keeps its state in (skiff server --etcd-servers), for tests that
 	// read what is stored or start a second cluster on the same state.
 	EtcdServers []string
+	// EncryptionProviderConfig is skiff server --encryption-provider-config;
+	// empty, the server generates its own (Secrets with secretbox).
+	EncryptionProviderConfig string
 	// DisableAdmissionPlugins are admission plugins of the default chain
 	// the cluster does not run (skiff server --disable-admission-plugins),
 	// for benchmarks set up as upstream's own.
@@ -68,17 +71,18 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	done := make(chan error, 1)
 	go func() {
 		done <- app.RunServer(ctx, app.ServerConfig{
-			DataDir:                 c.DataDir,
-			BindAddress:             "127.0.0.1",
-			SecurePort:              0,
-			DisableAgent:            true,
-			DisableScheduler:        opts.DisableScheduler,
-			LogLevel:                "error",
-			UnsafeNoFsync:           !opts.Fsync,
-			CompactInterval:         opts.CompactInterval,
-			NoHugePages:             opts.NoHugePages,
-			EtcdServers:             opts.EtcdServers,
-			DisableAdmissionPlugins: opts.DisableAdmissionPlugins,
+			DataDir:                  c.DataDir,
+			BindAddress:              "127.0.0.1",
+			SecurePort:               0,
+			DisableAgent:             true,
+			DisableScheduler:         opts.DisableScheduler,
+			LogLevel:                 "error",
+			UnsafeNoFsync:            !opts.Fsync,
+			CompactInterval:          opts.CompactInterval,
+			NoHugePages:              opts.NoHugePages,
+			EtcdServers:              opts.EtcdServers,
+			EncryptionProviderConfig: opts.EncryptionProviderConfig,
+			DisableAdmissionPlugins:  opts.DisableAdmissionPlugins,
 			ControllerManager: app.ControllerManagerConfig{
 				Controllers: opts.Controllers, NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 			},
