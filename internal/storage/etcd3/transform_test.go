@@ -21,7 +21,7 @@ import (
 
 // encryptionConfig writes an EncryptionConfiguration for pods with
 // secretbox keys (the first writes) and identity last, and loads it.
-func encryptionConfig(t *testing.T, keys ...string) *encryption.Transformers {
+func encryptionConfig(t testing.TB, keys ...string) *encryption.Transformers {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [pods]\n  providers:\n  - secretbox:\n      keys:\n")

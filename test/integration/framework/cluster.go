@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/internal/app"
+	"github.com/skiff-sh/skiff/internal/etcd"
 )
 
 // Options shape a test cluster.
@@ -34,6 +35,9 @@ type Options struct {
 	// keeps its state in (skiff server --etcd-servers), for tests that
 	// read what is stored or start a second cluster on the same state.
 	EtcdServers []string
+	// EtcdTLS is skiff server --etcd-cafile, --etcd-certfile and
+	// --etcd-keyfile, with EtcdServers.
+	EtcdTLS etcd.ClientTLS
 	// EncryptionProviderConfig is skiff server --encryption-provider-config;
 	// empty, the server generates its own (Secrets with secretbox).
 	EncryptionProviderConfig string
@@ -81,6 +85,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			CompactInterval:          opts.CompactInterval,
 			NoHugePages:              opts.NoHugePages,
 			EtcdServers:              opts.EtcdServers,
+			EtcdTLS:                  opts.EtcdTLS,
 			EncryptionProviderConfig: opts.EncryptionProviderConfig,
 			DisableAdmissionPlugins:  opts.DisableAdmissionPlugins,
 			ControllerManager: app.ControllerManagerConfig{
