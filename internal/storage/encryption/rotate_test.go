@@ -172,7 +172,7 @@ func TestRotateKeepsKeysInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	k1 := secretboxKeys(t, path)[0]
-	put(t, c, path, "/registry/secrets/ns/a", "a")
+	put(t, c, path, "/registry/secrets/ns/a", "a-plaintext-value")
 	// A rotation that rewrote the configuration and nothing else.
 	if _, err := Rotate(ctx, c, path, nil, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestRotateKeepsKeysInUse(t *testing.T) {
 	if !slices.Equal(res.Kept, []string{k2, k1}) || len(res.Dropped) != 0 {
 		t.Fatalf("rotation: %+v, want %s and %s kept", res, k2, k1)
 	}
-	if got, _ := readAll(t, c, path); got["/registry/secrets/ns/a"] != "a" {
+	if got, _ := readAll(t, c, path); got["/registry/secrets/ns/a"] != "a-plaintext-value" {
 		t.Fatalf("read back %q", got)
 	}
 }
