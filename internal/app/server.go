@@ -159,6 +159,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		}
 		if created {
 			slog.Info("generated the encryption at rest configuration: Secrets are encrypted with secretbox", "file", encryptionConfig)
+			if len(cfg.EtcdServers) > 0 {
+				slog.Warn("the encryption key is this server's own: servers sharing the etcd need one --encryption-provider-config", "file", encryptionConfig)
+			}
 		}
 	}
 	transformers, err := encryption.Load(ctx, encryptionConfig)
@@ -190,6 +193,14 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	defer client.Close()
+	// Secrets written under a key this server does not have would be
+	// skipped by the watch cache: refuse to start instead, saying which.
+	if err := encryption.CheckReadable(ctx, client, encryptionConfig, secretsTargets); err != nil {
+		if len(endpoints) > 0 {
+			return fmt.Errorf("%w: servers sharing an etcd need the same --encryption-provider-config", err)
+		}
+		return fmt.Errorf("%w: give the server the configuration with that key (--encryption-provider-config)", err)
+	}
 
 	tlsConfig, err := keys.ServingTLSConfig()
 	if err != nil {

@@ -54,13 +54,14 @@ type Config struct {
 // gRPC and HTTP (/health, /version); `etcdctl --endpoints
 // unix://<data-dir>/etcd/client.sock` reaches it as root. The member has
 // no TCP listener and no peer listener: a single member has no peers to
-// hear from, and embed starts without one (its advertised peer URL, a
-// socket path in the same directory, is never listened on).
+// hear from, and embed starts without one (see peerURL).
 const ClientSocketName = "client.sock"
 
-// peerSocketName is the peer URL the member advertises in its cluster
-// membership; nothing listens on it.
-const peerSocketName = "peer.sock"
+// peerURL is the peer URL the member advertises in its cluster
+// membership. Nothing listens on it: it names no file, and holds none of
+// the data dir's path, which the initial-cluster string ("name=url,...")
+// could not carry if it had a comma.
+var peerURL = url.URL{Scheme: "unix", Host: "skiff-etcd-no-peer-listener"}
 
 // maxSocketPath is the longest unix socket path Linux accepts
 // (sizeof(sun_path) - 1).
@@ -98,10 +99,6 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	peerSock, err := socketPath(cfg.DataDir, peerSocketName)
-	if err != nil {
-		return nil, err
-	}
 	closing := new(atomic.Bool)
 	lg, err := newLogger(cfg.LogLevel, closing)
 	if err != nil {
@@ -115,7 +112,6 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ec.Dir = cfg.DataDir
 	clientURL := url.URL{Scheme: "unix", Path: clientSock}
-	peerURL := url.URL{Scheme: "unix", Path: peerSock}
 	ec.ListenClientUrls = []url.URL{clientURL}
 	ec.AdvertiseClientUrls = []url.URL{clientURL}
 	ec.ListenPeerUrls = nil

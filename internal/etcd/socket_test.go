@@ -40,8 +40,14 @@ func TestSocketsOwnerOnly(t *testing.T) {
 	if fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s: mode %v, want a socket of mode 0600", ClientSocketName, fi.Mode())
 	}
-	if _, err := os.Stat(filepath.Join(dir, peerSocketName)); !os.IsNotExist(err) {
-		t.Errorf("peer socket: %v, want none", err)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != ClientSocketName && e.Name() != "member" {
+			t.Errorf("unexpected %s in the etcd directory", e.Name())
+		}
 	}
 	if n := tcpListeners(t); n != 0 {
 		t.Errorf("the process listens on %d TCP sockets, want none", n)

@@ -30,7 +30,7 @@ import (
 // space-separated; set only in the helper process.
 const nobodyEndpointsEnv = "SKIFF_E2E_NOBODY_ETCD_ENDPOINTS"
 
-var secretboxPrefix = regexp.MustCompile(`^k8s:enc:secretbox:v1:(key-[0-9TZ-]+):`)
+var secretboxPrefix = regexp.MustCompile(`^k8s:enc:secretbox:v1:(key-[0-9A-Za-z-]+):`)
 
 // TestSecretsEncryption runs the real binary: a Secret's bytes in etcd are
 // secretbox ciphertext under the key the server generated, not the

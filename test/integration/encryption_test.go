@@ -5,12 +5,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/skiff-sh/skiff/internal/app"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/storage/encryption"
 	"github.com/skiff-sh/skiff/test/integration/framework"
@@ -117,4 +120,30 @@ func stored(ctx context.Context, t *testing.T, c *clientv3.Client, key string) [
 		t.Fatalf("etcd get %s: %v", key, err)
 	}
 	return resp.Kvs[0].Value
+}
+
+// TestEncryptionKeyMismatchRefused: a second server on the same external
+// etcd, with a key of its own (generated in its own data dir), cannot read
+// the Secrets the first one wrote, and refuses to start, saying why.
+func TestEncryptionKeyMismatchRefused(t *testing.T) {
+	ctx := ctxFor(t)
+	s, err := etcd.Start(ctx, etcd.Config{DataDir: filepath.Join(t.TempDir(), "etcd"), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true, EtcdServers: s.Endpoints()})
+	if _, err := c.Client.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = app.RunServer(runCtx, app.ServerConfig{
+		DataDir: t.TempDir(), BindAddress: "127.0.0.1", DisableAgent: true, DisableScheduler: true,
+		LogLevel: "error", EtcdServers: s.Endpoints(),
+	})
+	if err == nil || !strings.Contains(err.Error(), "servers sharing an etcd need the same --encryption-provider-config") {
+		t.Fatalf("second server: %v, want a refusal naming the key", err)
+	}
+	t.Logf("second server: %v", err)
 }

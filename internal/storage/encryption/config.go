@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -33,7 +34,11 @@ const apiServerID = "skiff"
 // KeyName(now), and read with it or, for values written before
 // encryption, as they are (identity, last).
 func Generate(now time.Time) (*apiserverv1.EncryptionConfiguration, error) {
-	key, err := newKey(KeyName(now, nil))
+	name, err := KeyName(now)
+	if err != nil {
+		return nil, err
+	}
+	key, err := newKey(name)
 	if err != nil {
 		return nil, err
 	}
@@ -48,15 +53,15 @@ func Generate(now time.Time) (*apiserverv1.EncryptionConfiguration, error) {
 	}, nil
 }
 
-// KeyName returns the name of a key made at now, "key-20060102T150405Z",
-// with "-2", "-3", ... added when taken already has it.
-func KeyName(now time.Time, taken map[string]bool) string {
-	base := "key-" + now.UTC().Format("20060102T150405Z")
-	name := base
-	for i := 2; taken[name]; i++ {
-		name = fmt.Sprintf("%s-%d", base, i)
+// KeyName returns the name of a key made at now:
+// "key-20060102T150405Z-" and 8 random hex digits, so that two
+// configurations made apart never give one name to two keys.
+func KeyName(now time.Time) (string, error) {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("encryption: key name: %w", err)
 	}
-	return name
+	return "key-" + now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b), nil
 }
 
 func newKey(name string) (apiserverv1.Key, error) {
@@ -83,8 +88,18 @@ func Marshal(cfg *apiserverv1.EncryptionConfiguration) ([]byte, error) {
 // strictly (unknown fields are errors). It checks the form only: Load
 // validates as kube-apiserver does.
 func Parse(data []byte) (*apiserverv1.EncryptionConfiguration, error) {
+	return parse(data, true)
+}
+
+// parse is Parse, strict or not: kube-apiserver's own decoder ignores
+// unknown fields, so reading a file the server was given is not strict.
+func parse(data []byte, strict bool) (*apiserverv1.EncryptionConfiguration, error) {
 	var cfg apiserverv1.EncryptionConfiguration
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+	unmarshal := func(data []byte, v any) error { return yaml.Unmarshal(data, v) }
+	if strict {
+		unmarshal = func(data []byte, v any) error { return yaml.UnmarshalStrict(data, v) }
+	}
+	if err := unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("encryption: decode configuration: %w", err)
 	}
 	if gv := apiserverv1.SchemeGroupVersion.String(); cfg.APIVersion != gv || cfg.Kind != "EncryptionConfiguration" {

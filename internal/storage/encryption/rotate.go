@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	"k8s.io/apiserver/pkg/storage/value"
+	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 )
 
 // encryptedPrefix starts every value an encrypting provider wrote
@@ -60,6 +61,62 @@ func Census(ctx context.Context, client *clientv3.Client, targets []Target) (map
 		return nil
 	})
 	return counts, err
+}
+
+// CheckReadable reads every value under targets through the
+// configuration at path and returns an error naming the keys whose values
+// cannot be read (a key the configuration lacks, or has under the same
+// name with another secret), and nil when all can.
+func CheckReadable(ctx context.Context, client *clientv3.Client, path string, targets []Target) error {
+	loadCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ts, err := Load(loadCtx, path)
+	if err != nil {
+		return err
+	}
+	failed := map[string]int{}
+	var first error
+	err = forEach(ctx, client, targets, func(t Target, kv kvRev) error {
+		tr := ts.For(t.Resource)
+		if tr == nil {
+			tr = identity.NewEncryptCheckTransformer()
+		}
+		if _, _, err := tr.TransformFromStorage(ctx, kv.value, value.DefaultContext(kv.key)); err != nil {
+			k, kerr := KeyOf(kv.value)
+			if kerr != nil {
+				k = "an unknown provider"
+			}
+			failed[k]++
+			if first == nil {
+				first = fmt.Errorf("%s: %w", kv.key, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	var names []string
+	for _, k := range SortedCounts(failed) {
+		names = append(names, fmt.Sprintf("%s (%d values)", k, failed[k]))
+	}
+	return fmt.Errorf("encryption: %s cannot read the values stored by %s (first: %w)", path, strings.Join(names, ", "), first)
+}
+
+func checkConfigured(path string, configured []string, inUse map[string]int) error {
+	var missing []string
+	for _, k := range SortedCounts(inUse) {
+		if !slices.Contains(configured, k) {
+			missing = append(missing, fmt.Sprintf("%s (%d values)", k, inUse[k]))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("encryption: stored values were written by %s, which %s does not configure", strings.Join(missing, ", "), path)
+	}
+	return nil
 }
 
 // RotateResult is what Rotate did.
@@ -109,28 +166,25 @@ func Rotate(ctx context.Context, client *clientv3.Client, path string, targets [
 		return res, fmt.Errorf("encryption: %s: rotation needs secretbox as the first provider of the first resource entry, as skiff generates it; rotate the keys of another configuration as kube-apiserver's documentation describes", path)
 	}
 	sb := cfg.Resources[0].Providers[0].Secretbox
-	configured := map[string]bool{}
-	for _, rc := range cfg.Resources {
-		for _, p := range rc.Providers {
-			for _, k := range providerKeys(p) {
-				configured[k] = true
-			}
-		}
+	configured, err := Keys(path)
+	if err != nil {
+		return res, err
 	}
 	inUse, err := Census(ctx, client, targets)
 	if err != nil {
 		return res, err
 	}
-	for k := range inUse {
-		if !configured[k] {
-			return res, fmt.Errorf("encryption: stored values were written by %s, which %s does not configure: nothing changed", k, path)
-		}
+	if err := checkConfigured(path, configured, inUse); err != nil {
+		return res, fmt.Errorf("%w: nothing changed", err)
 	}
-	taken := map[string]bool{}
-	for _, k := range sb.Keys {
-		taken[k.Name] = true
+	name, err := KeyName(now)
+	if err != nil {
+		return res, err
 	}
-	key, err := newKey(KeyName(now, taken))
+	if slices.ContainsFunc(sb.Keys, func(k apiserverv1.Key) bool { return k.Name == name }) {
+		return res, fmt.Errorf("encryption: new key name %s is taken: nothing changed", name)
+	}
+	key, err := newKey(name)
 	if err != nil {
 		return res, err
 	}
@@ -256,13 +310,14 @@ func forEach(ctx context.Context, client *clientv3.Client, targets []Target, fn 
 }
 
 // Keys returns the provider keys of the configuration at path, writing
-// one first, as KeyOf names them, for status reports.
+// one first, as KeyOf names them. Unknown fields are ignored, as
+// kube-apiserver ignores them.
 func Keys(path string) ([]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("encryption: %w", err)
 	}
-	cfg, err := Parse(data)
+	cfg, err := parse(data, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -243,6 +244,64 @@ resources:
 				if string(resp.Kvs[0].Value) != tt.stored {
 					t.Error("the stored value changed")
 				}
+			}
+		})
+	}
+}
+
+// encryptThrough, as a stored value, stores one encrypted through the
+// test's configuration.
+const encryptThrough = "<encrypt through the configuration>"
+
+func TestCheckReadable(t *testing.T) {
+	generated := "generated"
+	noIdentity := `apiVersion: apiserver.config.k8s.io/v1
+kind: EncryptionConfiguration
+resources:
+- resources: [secrets]
+  providers:
+  - secretbox: {keys: [{name: k1, secret: ` + key32 + `}]}
+`
+	tests := []struct {
+		name    string
+		config  string
+		stored  []string
+		wantErr string
+	}{
+		{name: "nothing stored", config: generated},
+		{name: "unencrypted, identity configured", config: generated, stored: []string{"k8s\x00plain"}},
+		{name: "under a configured key", config: noIdentity, stored: []string{encryptThrough}},
+		{name: "unencrypted, no identity", config: noIdentity, stored: []string{"k8s\x00plain"}, wantErr: "cannot read the values stored by identity (1 values)"},
+		{name: "unknown key", config: generated, stored: []string{"k8s:enc:secretbox:v1:other:x", "k8s:enc:secretbox:v1:other:y"}, wantErr: "cannot read the values stored by secretbox:other (2 values)"},
+		{name: "configured name, other secret", config: noIdentity, stored: []string{"k8s:enc:secretbox:v1:k1:0123456789012345678901234567890123456789"}, wantErr: "secretbox:k1 (1 values)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startEtcd(t)
+			path := filepath.Join(t.TempDir(), DefaultFileName)
+			if tt.config == generated {
+				if _, err := Ensure(path, now); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(path, []byte(tt.config), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range tt.stored {
+				key := "/registry/secrets/ns/s" + strconv.Itoa(i)
+				if v == encryptThrough {
+					put(t, c, path, key, "plaintext")
+					continue
+				}
+				if _, err := c.Put(context.Background(), key, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := CheckReadable(context.Background(), c, path, secretTargets)
+			if tt.wantErr == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("CheckReadable error %v, want one containing %q", err, tt.wantErr)
 			}
 		})
 	}
