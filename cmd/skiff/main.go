@@ -26,6 +26,8 @@ Usage:
   skiff server [flags]     run the control plane (etcd, API server) on this machine
   skiff agent [flags]      run a node that joins a server
   skiff kubectl [args...]  run kubectl against the local server (KUBECONFIG or <data-dir>/kubeconfig.yaml)
+  skiff kubeconfig --user NAME [--group G]...
+                           print a kubeconfig for a user, signed by the local server's CA
   skiff secrets-encrypt status|rotate [flags]
                            show how Secrets are encrypted at rest; rotate the key (server stopped)
   skiff version            print the version
@@ -45,6 +47,8 @@ func main() {
 		os.Exit(runAgent(os.Args[2:]))
 	case "kubectl":
 		os.Exit(app.RunKubectl(os.Args[2:]))
+	case "kubeconfig":
+		os.Exit(runKubeconfig(os.Args[2:], os.Stdout, os.Stderr))
 	case "secrets-encrypt":
 		os.Exit(runSecretsEncrypt(os.Args[2:]))
 	case "version", "--version":
@@ -112,6 +116,14 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	var enableAdmission, disableAdmission string
 	fs.StringVar(&enableAdmission, "enable-admission-plugins", "", "admission plugins to run besides kube-apiserver's default ones: Name,... (kube-apiserver's names; they run in its order)")
 	fs.StringVar(&disableAdmission, "disable-admission-plugins", "", "admission plugins of kube-apiserver's default ones not to run: Name,...")
+	var authzModes string
+	fs.StringVar(&authzModes, "authorization-mode", "", "authorizers, in order: Node, RBAC, ABAC, Webhook, AlwaysAllow, AlwaysDeny (kube-apiserver's flag; default Node,RBAC); system:masters may do everything")
+	fs.StringVar(&cfg.Authorization.ConfigFile, "authorization-config", "", "an AuthorizationConfiguration file (apiserver.config.k8s.io, kube-apiserver's flag) instead of --authorization-mode")
+	fs.StringVar(&cfg.Audit.PolicyFile, "audit-policy-file", "", "audit policy (audit.k8s.io/v1 Policy, kube-apiserver's flag); with --audit-log-path, requests are audited")
+	fs.StringVar(&cfg.Audit.LogPath, "audit-log-path", "", "file the audit events go to as JSON lines ('-': standard output)")
+	fs.IntVar(&cfg.Audit.MaxAge, "audit-log-maxage", 0, "days to keep rotated audit files (0: kube-apiserver's default)")
+	fs.IntVar(&cfg.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit files to keep (0: kube-apiserver's default)")
+	fs.IntVar(&cfg.Audit.MaxSize, "audit-log-maxsize", 0, "megabytes an audit file reaches before it is rotated (0: kube-apiserver's default)")
 	var controllers string
 	fs.StringVar(&controllers, "controllers", "*", "kube-controller-manager's controllers to run: '*' runs those on by default, 'foo' turns foo on, '-foo' turns it off (kube-controller-manager's names)")
 	fs.StringVar(&cfg.ControllerManager.ClusterCIDR, "cluster-cidr", "", "pod range of the cluster: node IPAM gives each node a /24 of it as spec.podCIDR (default: none; each node keeps its --pod-cidr)")
@@ -144,6 +156,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	cfg.NoHugePages = !*hugePages
 	cfg.DisallowPrivileged = !*allowPrivileged
 	cfg.ControllerManager.Controllers = splitList(controllers)
+	cfg.Authorization.Modes = splitList(authzModes)
 	cfg.ControllerManager.NoLeaderElection = !*leaderElect
 	return cfg, nil
 }
@@ -279,4 +292,42 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// runKubeconfig is `skiff kubeconfig`: a kubeconfig for a named user,
+// whose permissions RBAC decides.
+func runKubeconfig(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("skiff kubeconfig", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", app.DefaultDataDir(), "the server's data directory (its CA signs the certificate)")
+	user := fs.String("user", "", "user name (the certificate's common name)")
+	server := fs.String("server", "", "API server URL (default: the admin kubeconfig's)")
+	var groups listFlag
+	fs.Var(&groups, "group", "a group of the user (the certificate's organization); repeat for several")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "skiff kubeconfig: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	data, err := app.UserKubeconfig(*dataDir, *server, *user, groups)
+	if err != nil {
+		fmt.Fprintf(stderr, "skiff kubeconfig: %v\n", err)
+		return 1
+	}
+	_, _ = stdout.Write(data)
+	return 0
+}
+
+// listFlag is a flag given several times.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }

@@ -17,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/utils/clock"
@@ -52,6 +54,18 @@ type Config struct {
 	// Authenticate returns the caller of a request, or false for an
 	// anonymous one. Anonymous callers reach only health and version paths.
 	Authenticate func(r *http.Request) (User, bool)
+	// Authorizer decides whether an authenticated caller may make a
+	// request (kube-apiserver's --authorization-mode chain); nil allows
+	// every authenticated request. Set it with SetAuthorizer when it
+	// needs the server (its informers read through the in-process
+	// transport).
+	Authorizer authorizer.Authorizer
+	// AuditPolicy and AuditSink record authenticated requests as
+	// kube-apiserver's audit does (--audit-policy-file, --audit-log-*):
+	// the policy gives each request its level, the sink takes the events.
+	// Either nil records nothing.
+	AuditPolicy audit.PolicyRuleEvaluator
+	AuditSink   audit.Sink
 	// OpenAPI serves /openapi/v2 and /openapi/v3...; nil answers 404.
 	OpenAPI http.Handler
 	// Paths serve other non-resource paths (exact match) to authenticated
@@ -110,6 +124,12 @@ func (s *Server) SetOpenAPI(h http.Handler) {
 	s.cfg.OpenAPI = h
 }
 
+// SetAuthorizer sets the authorizer; it must be called before the server
+// takes requests other than in-process ones of system:masters.
+func (s *Server) SetAuthorizer(a authorizer.Authorizer) {
+	s.cfg.Authorizer = a
+}
+
 // SetAdmission sets the admission chain; it must be called before the
 // server takes requests other than its own plugins' reads.
 func (s *Server) SetAdmission(a admission.Interface) {
@@ -157,8 +177,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
-	ctx := withUser(r.Context(), user)
-	r = r.WithContext(ctx)
+	r = r.WithContext(withUser(r.Context(), user))
+	if s.cfg.AuditPolicy != nil && s.cfg.AuditSink != nil {
+		s.serveAudited(w, r, info)
+		return
+	}
+	s.serveAsUser(w, r, info)
+}
+
+// serveAsUser serves r as its caller, or as the user the caller
+// impersonates.
+func (s *Server) serveAsUser(w http.ResponseWriter, r *http.Request, info requestInfo) {
+	if isImpersonating(r.Header) {
+		s.impersonation().ServeHTTP(w, r)
+		return
+	}
+	s.serveAuthenticated(w, r, info)
+}
+
+// serveAuthenticated serves r, whose caller (impersonated or not) is in its
+// context, if the authorizer allows it.
+func (s *Server) serveAuthenticated(w http.ResponseWriter, r *http.Request, info requestInfo) {
+	if err := s.authorize(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	path := r.URL.Path
 	switch {
 	case path == "/metrics":
 		s.metrics.serve(w, r)

@@ -36,8 +36,15 @@ var admissionNotYet = sets.New(
 	"TaintNodesByCondition", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook",
 )
 
+// admissionAlsoOn are admission plugins kube-apiserver leaves off by
+// default that skiff runs, as kubeadm and k3s run kube-apiserver:
+// NodeRestriction limits each kubelet to its own Node and its pods, with
+// the node authorizer.
+var admissionAlsoOn = sets.New("NodeRestriction")
+
 // admissionPlugins are the plugins skiff runs, in kube-apiserver's order
-// whatever the order given: its default-on set (less admissionNotYet), with
+// whatever the order given: its default-on set (less admissionNotYet,
+// plus admissionAlsoOn), with
 // enable added and disable taken out, as kube-apiserver's
 // --enable-admission-plugins and --disable-admission-plugins.
 func admissionPlugins(enable, disable []string) ([]string, error) {
@@ -53,7 +60,7 @@ func admissionPlugins(enable, disable []string) ([]string, error) {
 		return nil, fmt.Errorf("admission plugins %v appear in both the enabled and the disabled lists", sets.List(both))
 	}
 	on := sets.New(enable...)
-	off := kubeoptions.DefaultOffAdmissionPlugins().Union(admissionNotYet).Insert(disable...)
+	off := kubeoptions.DefaultOffAdmissionPlugins().Difference(admissionAlsoOn).Union(admissionNotYet).Insert(disable...)
 	var names []string
 	for _, n := range kubeoptions.AllOrderedPlugins {
 		if on.Has(n) || !off.Has(n) {
@@ -64,14 +71,15 @@ func admissionPlugins(enable, disable []string) ([]string, error) {
 }
 
 // admissionChain is kube-apiserver's admission chain, from upstream's
-// plugins, reaching the API server through rc (in process). Its informers
-// run until ctx ends.
+// plugins, reaching the API server through rc (in process), their
+// informers from factory, which run starts (with whatever else the
+// server's components took from it) and stops.
 type admissionChain struct {
 	admission.Interface
 	informers informers.SharedInformerFactory
 }
 
-func newAdmissionChain(ctx context.Context, rc *rest.Config, authz authorizer.Authorizer, enable, disable []string) (*admissionChain, error) {
+func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.SharedInformerFactory, authz authorizer.Authorizer, enable, disable []string) (*admissionChain, error) {
 	names, err := admissionPlugins(enable, disable)
 	if err != nil {
 		return nil, err
@@ -84,7 +92,6 @@ func newAdmissionChain(ctx context.Context, rc *rest.Config, authz authorizer.Au
 	if err != nil {
 		return nil, err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
 	plugins := admission.NewPlugins()
 	genericapiserver.RegisterAllAdmissionPlugins(plugins)

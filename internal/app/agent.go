@@ -74,13 +74,11 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
-	if cfg.NodeName == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("node name: %w", err)
-		}
-		cfg.NodeName = strings.ToLower(h)
+	nodeName, err := nodeNameOrHost(cfg.NodeName)
+	if err != nil {
+		return err
 	}
+	cfg.NodeName = nodeName
 	if cfg.PodCIDR == "" {
 		cfg.PodCIDR = DefaultPodCIDR
 	}
@@ -204,4 +202,17 @@ func ParseTaints(s string) ([]corev1.Taint, error) {
 		out = append(out, corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(effect)})
 	}
 	return out, nil
+}
+
+// nodeNameOrHost is name, or the host's name in lower case when name is
+// empty: the kubelet's default node name.
+func nodeNameOrHost(name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("node name: %w", err)
+	}
+	return strings.ToLower(h), nil
 }

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	saauth "k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -80,6 +83,9 @@ type controllerManager struct {
 	// identity holds the Lease: stable for a data dir, so that a restarted
 	// server takes its own Lease back without waiting for it to expire.
 	identity string
+	// clients gives each controller its client (serviceAccountClientBuilder);
+	// nil gives every controller rc's identity.
+	clients clientbuilder.ControllerClientBuilder
 }
 
 // kubeControllerManagerConfig is kube-controller-manager's default
@@ -221,12 +227,16 @@ func (m *controllerManager) eventRecorder(cs kubernetes.Interface) record.EventR
 func (m *controllerManager) runControllers(ctx context.Context) error {
 	ctx = klog.NewContext(ctx, klog.Background())
 	builder := clientbuilder.SimpleControllerClientBuilder{ClientConfig: m.rc}
+	clients := m.clients
+	if clients == nil {
+		clients = builder
+	}
 	cc := (&kcmconfig.Config{
 		ComponentConfig:           m.config,
 		Kubeconfig:                m.rc,
 		ControllerShutdownTimeout: 10 * time.Second,
 	}).Complete()
-	cctx, err := kcm.CreateControllerContext(ctx, cc, builder, builder)
+	cctx, err := kcm.CreateControllerContext(ctx, cc, builder, clients)
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
@@ -297,3 +307,73 @@ type namedController struct {
 
 func (c namedController) Name() string            { return c.name }
 func (c namedController) Run(ctx context.Context) { c.run(ctx) }
+
+// controllerClientConfig is rc with what the controllers' clients need:
+// component-base's generic client limits (kube-controller-manager's own
+// --kube-api-qps/--kube-api-burst defaults are 20/30; client-go's 5/10
+// left the namespace controller, with its discovery and lists per
+// namespace, minutes behind), and no logging of deprecation warnings
+// (v1 Endpoints, which the endpoints controller writes), which are not
+// for the user.
+func controllerClientConfig(rc *rest.Config) *rest.Config {
+	rc = rest.CopyConfig(rc)
+	rc.WarningHandler = rest.NoWarnings{}
+	rc.QPS, rc.Burst = 50, 100
+	return rc
+}
+
+// serviceAccountClientBuilder gives each controller the identity
+// kube-controller-manager gives it with --use-service-account-credentials
+// (as kubeadm and k3s run it): its service account in kube-system, which
+// the bootstrap policy's controller roles (system:controller:NAME) grant
+// exactly what that controller needs. The clients use the in-process
+// transport, which carries the identity without a token.
+type serviceAccountClientBuilder struct {
+	// inProcess is an in-process client config for a user in groups.
+	inProcess func(user string, groups ...string) *rest.Config
+}
+
+var _ clientbuilder.ControllerClientBuilder = serviceAccountClientBuilder{}
+
+func (b serviceAccountClientBuilder) Config(name string) (*rest.Config, error) {
+	rc := controllerClientConfig(b.inProcess(saauth.MakeUsername(metav1.NamespaceSystem, name), saauth.MakeGroupNames(metav1.NamespaceSystem)...))
+	return rest.AddUserAgent(rc, name), nil
+}
+
+func (b serviceAccountClientBuilder) ConfigOrDie(name string) *rest.Config {
+	rc, err := b.Config(name)
+	if err != nil {
+		panic(err)
+	}
+	return rc
+}
+
+func (b serviceAccountClientBuilder) Client(name string) (kubernetes.Interface, error) {
+	rc, err := b.Config(name)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+func (b serviceAccountClientBuilder) ClientOrDie(name string) kubernetes.Interface {
+	return kubernetes.NewForConfigOrDie(b.ConfigOrDie(name))
+}
+
+func (b serviceAccountClientBuilder) DiscoveryClient(name string) (discovery.DiscoveryInterface, error) {
+	rc, err := b.Config(name)
+	if err != nil {
+		return nil, err
+	}
+	// Upstream's builders' limits for discovery: many requests, seldom.
+	rc.QPS, rc.Burst = 20, 200
+	return kubernetes.NewForConfig(rc)
+}
+
+func (b serviceAccountClientBuilder) DiscoveryClientOrDie(name string) discovery.DiscoveryInterface {
+	c, err := b.DiscoveryClient(name)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}

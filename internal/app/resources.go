@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/rest"
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 
@@ -67,9 +67,10 @@ func (s *storeSet) close() {
 
 // newBuiltin builds the built-in resources over the server's Stores:
 // their registry reaches the server through loopback, pods' streams go
-// to kubelets through skiff's kubelet proxy, and TokenRequest issues
-// tokens as tokens says.
-func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loopback *rest.Config, tokens builtin.ServiceAccountTokens) (*builtin.Builtin, error) {
+// to kubelets through skiff's kubelet proxy, TokenRequest issues tokens
+// as tokens says, and authz and rules answer the authorization reviews
+// and RBAC's escalation checks.
+func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loopback *rest.Config, tokens builtin.ServiceAccountTokens, authz authorizer.Authorizer, rules authorizer.RuleResolver) (*builtin.Builtin, error) {
 	kubeletTLS, err := pki.KubeletClientTLSConfig(dataDir)
 	if err != nil {
 		return nil, err
@@ -101,7 +102,6 @@ func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loo
 			}
 			return node, nil
 		})
-	authz := authorizerfactory.NewAlwaysAllowAuthorizer()
 	return builtin.New(builtin.Config{
 		NewStore: stores.newStore,
 		Loopback: loopback,
@@ -112,7 +112,7 @@ func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loo
 		},
 		KubeletProxy:         proxy,
 		Authorizer:           authz,
-		RuleResolver:         authz,
+		RuleResolver:         rules,
 		ServiceAccountTokens: tokens,
 	})
 }

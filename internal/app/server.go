@@ -22,7 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/pkg/capabilities"
@@ -98,6 +98,11 @@ type ServerConfig struct {
 	// ControllerManager is what the server takes of kube-controller-manager's
 	// flags (--controllers, --cluster-cidr, --leader-elect).
 	ControllerManager ControllerManagerConfig
+	// Audit is kube-apiserver's --audit-policy-file and --audit-log-*.
+	Audit AuditConfig
+	// Authorization is --authorization-mode or --authorization-config:
+	// Node,RBAC by default.
+	Authorization AuthorizationConfig
 	// DisallowPrivileged is --allow-privileged=false: pods may not run
 	// privileged containers (kube-apiserver's default; kubeadm and k3s
 	// allow them, as skiff does).
@@ -132,6 +137,13 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	// Checked before anything starts: a bad --controllers or --cluster-cidr
 	// fails at once.
 	cmConfig, err := kubeControllerManagerConfig(cfg.ControllerManager, filepath.Join(cfg.DataDir, pki.PKIDirName))
+	if err != nil {
+		return err
+	}
+	if _, err := cfg.Authorization.options(); err != nil {
+		return err
+	}
+	auditor, err := newAuditor(cfg.Audit)
 	if err != nil {
 		return err
 	}
@@ -218,7 +230,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return err
 	}
-	api, err := apiserver.New(apiserver.Config{
+	apiCfg := apiserver.Config{
 		Resources:    catalog,
 		Authenticate: sa.authn.Authenticate,
 		Paths:        sa.discovery,
@@ -229,16 +241,34 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			_, err := client.Get(ctx, "/registry/health-check")
 			return err
 		},
-	})
+	}
+	if auditor != nil {
+		apiCfg.AuditPolicy, apiCfg.AuditSink = auditor.policy, auditor.backend
+	}
+	api, err := apiserver.New(apiCfg)
 	if err != nil {
 		return err
 	}
 	inProcess := func(user string, groups ...string) *rest.Config {
 		return &rest.Config{Host: serverURL, Transport: api.InProcessTransport(apiserver.User{Name: user, Groups: groups})}
 	}
+	// The API server's own clients: its registry, admission plugins,
+	// authorizers and bootstrap, as kube-apiserver's loopback client.
+	loopback := inProcess("system:apiserver", "system:masters")
+	loopbackClient, err := kubernetes.NewForConfig(loopback)
+	if err != nil {
+		return err
+	}
+	// One informer factory for the authorizers and the admission plugins.
+	apiInformers := informers.NewSharedInformerFactory(loopbackClient, 0)
+	authz, ruleResolver, err := newAuthorizer(ctx, cfg.Authorization, apiInformers, "skiff")
+	if err != nil {
+		return err
+	}
+	api.SetAuthorizer(authz)
 	stores := newStoreSet(client, transformers)
 	defer stores.close()
-	bi, err := newBuiltin(cfg.DataDir, stores, catalog, inProcess("system:apiserver", "system:masters"), sa.tokens)
+	bi, err := newBuiltin(cfg.DataDir, stores, catalog, loopback, sa.tokens, authz, ruleResolver)
 	if err != nil {
 		return err
 	}
@@ -248,7 +278,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return err
 	}
-	apiServices, err := newAPIServices(inProcess("system:apiserver", "system:masters"), slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}))
+	apiServices, err := newAPIServices(loopback, slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}))
 	if err != nil {
 		return err
 	}
@@ -257,7 +287,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return fmt.Errorf("openapi: %w", err)
 	}
 	api.SetOpenAPI(openAPI)
-	admit, err := newAdmissionChain(ctx, inProcess("system:apiserver", "system:masters"), authorizerfactory.NewAlwaysAllowAuthorizer(), cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins)
+	admit, err := newAdmissionChain(ctx, loopback, apiInformers, authz, cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins)
 	if err != nil {
 		return err
 	}
@@ -276,6 +306,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return api.Run(gctx) })
+	if auditor != nil {
+		g.Go(func() error { return auditor.run(gctx) })
+	}
 	g.Go(func() error {
 		bi.Run(gctx)
 		return nil
@@ -284,7 +317,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		admit.run(gctx)
 		return nil
 	})
-	g.Go(func() error { return crds.Run(gctx, inProcess("system:apiserver", "system:masters")) })
+	g.Go(func() error { return crds.Run(gctx, loopback) })
 	g.Go(func() error {
 		apiServices.Run(gctx)
 		return nil
@@ -330,24 +363,29 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		})
 	}
 	g.Go(func() error {
-		rc, err := keys.AdminRESTConfig(serverURL)
-		if err != nil {
-			return err
-		}
-		controllers := inProcess("system:kube-controller-manager")
 		// The server's own requests' deprecation warnings (v1 Endpoints,
 		// written by the kubernetes Service's reconciler every 10 s and by
 		// the endpoints controller) are not for the user: not logged.
-		controllers.WarningHandler = rest.NoWarnings{}
-		// component-base's generic client limits (kube-controller-manager's
-		// own --kube-api-qps/--kube-api-burst defaults are 20/30): client-go's
-		// 5/10 left the namespace controller, with its discovery and lists
-		// per namespace, minutes behind.
-		controllers.QPS, controllers.Burst = 50, 100
-		cs, err := kubernetes.NewForConfig(controllers)
+		apiserverRC := rest.CopyConfig(loopback)
+		apiserverRC.WarningHandler = rest.NoWarnings{}
+		cs, err := kubernetes.NewForConfig(apiserverRC)
 		if err != nil {
 			return err
 		}
+		// kube-controller-manager's own identity (its informers, leader
+		// election, events); each controller has its service account's.
+		controllers := controllerClientConfig(inProcess("system:kube-controller-manager"))
+		controllerCS, err := kubernetes.NewForConfig(controllers)
+		if err != nil {
+			return err
+		}
+		// The roles and bindings of kube-apiserver's bootstrap policy
+		// exist, and the authorizer sees them, before the components they
+		// authorize start (kube-apiserver is not ready before either).
+		if err := ensureRBACPolicy(gctx, loopback); err != nil {
+			return err
+		}
+		apiInformers.WaitForCacheSync(gctx.Done())
 		if err := bootstrapNamespaces(gctx, cs); err != nil {
 			return err
 		}
@@ -367,14 +405,26 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err != nil {
 			return err
 		}
-		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity}
-		if err := startControllers(gctx, g, cm, cs, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
+		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
+			clients: serviceAccountClientBuilder{inProcess: inProcess}}
+		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
+			nodeName, err := nodeNameOrHost(cfg.NodeName)
+			if err != nil {
+				return err
+			}
+			// The local kubelet is a node like any other: the node
+			// authorizer and NodeRestriction hold it to its own Node and
+			// pods.
+			rc, err := keys.NodeRESTConfig(serverURL, nodeName)
+			if err != nil {
+				return err
+			}
 			g.Go(func() error {
 				return RunAgent(gctx, AgentConfig{
-					RESTConfig: rc, DataDir: cfg.DataDir, NodeName: cfg.NodeName,
+					RESTConfig: rc, DataDir: cfg.DataDir, NodeName: nodeName,
 					NodeLabels: cfg.NodeLabels, Taints: cfg.Taints,
 					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR, CNIBridge: cfg.CNIBridge, KubeletPort: cfg.KubeletPort,
 					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel,
@@ -392,7 +442,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			fmt.Fprintf(os.Stderr, "\nskiff server is running at %s\n  kubeconfig: %s\n  try:        skiff kubectl get namespaces   (or: KUBECONFIG=%s kubectl get pods)\n\n", serverURL, kubeconfigPath, kubeconfigPath)
 		}
 		if cfg.OnReady != nil {
-			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: func(user string) *rest.Config { return inProcess(user) }})
+			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: inProcess})
 		}
 		return nil
 	})
@@ -404,9 +454,9 @@ type ReadyServer struct {
 	URL        string
 	Kubeconfig string // the admin kubeconfig's path
 	// InProcessConfig is a client config that reaches the API server in
-	// this process without a connection, authenticated as user: what the
-	// server's scheduler and controllers use.
-	InProcessConfig func(user string) *rest.Config
+	// this process without a connection, authenticated as user in groups:
+	// what the server's scheduler and controllers use.
+	InProcessConfig func(user string, groups ...string) *rest.Config
 }
 
 // SchedulerClientConfig is the client config of the server's scheduler

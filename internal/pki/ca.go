@@ -178,3 +178,13 @@ func newSerial() (*big.Int, error) {
 	}
 	return serial.Add(serial, big.NewInt(1)), nil
 }
+
+// LoadCA reads the existing CA of dir, checked as EnsureCA checks it; it creates nothing,
+// for commands that must not make a CA of their own (a missing one is an error).
+func LoadCA(dir string) (*CA, error) {
+	ca, err := loadCA(filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile), time.Now)
+	if err != nil {
+		return nil, fmt.Errorf("cluster CA in %s: %w", dir, err)
+	}
+	return ca, nil
+}

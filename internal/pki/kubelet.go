@@ -132,6 +132,7 @@ func KubeletServingTLSConfig(dataDir, nodeName string, addresses []string) (*tls
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
+		CipherSuites: ServingCipherSuites,
 		Certificates: []tls.Certificate{pair},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    ca.Pool(),

@@ -219,13 +219,36 @@ func (ca *CA) reusable(certFile, keyFile string, spec leafSpec) (bool, error) {
 
 // issue creates a new key and a certificate for spec, signed by ca, and writes both.
 func (ca *CA) issue(certFile, keyFile string, spec leafSpec) error {
+	certPEM, keyPEM, err := ca.sign(spec)
+	if err != nil {
+		return fmt.Errorf("certificate %s: %w", certFile, err)
+	}
+	if err := writeFileAtomic(keyFile, keyPEM, keyMode); err != nil {
+		return err
+	}
+	return writeFileAtomic(certFile, certPEM, certMode)
+}
+
+// IssueClientCert returns a new key and a one-year client certificate signed by ca for
+// user commonName in groups organizations (see EnsureClientCert), PEM-encoded, kept
+// nowhere: for credentials handed to someone else (skiff kubeconfig --user).
+func (ca *CA) IssueClientCert(commonName string, organizations []string) (certPEM, keyPEM []byte, err error) {
+	if commonName == "" {
+		return nil, nil, errors.New("client certificate: empty common name (user name)")
+	}
+	return ca.sign(leafSpec{commonName: commonName, organizations: slices.Clone(organizations), usage: x509.ExtKeyUsageClientAuth})
+}
+
+// sign creates a new key and a certificate for spec, signed by ca, valid for leafValidity
+// (or until the CA expires).
+func (ca *CA) sign(spec leafSpec) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return fmt.Errorf("certificate %s: generate key: %w", certFile, err)
+		return nil, nil, fmt.Errorf("generate key: %w", err)
 	}
 	serial, err := newSerial()
 	if err != nil {
-		return fmt.Errorf("certificate %s: %w", certFile, err)
+		return nil, nil, err
 	}
 	now := ca.now()
 	notAfter := now.Add(leafValidity)
@@ -246,16 +269,13 @@ func (ca *CA) issue(certFile, keyFile string, spec leafSpec) error {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
-		return fmt.Errorf("certificate %s: sign: %w", certFile, err)
+		return nil, nil, fmt.Errorf("sign: %w", err)
 	}
-	keyPEM, err := encodeKeyPEM(key)
+	keyPEM, err = encodeKeyPEM(key)
 	if err != nil {
-		return fmt.Errorf("certificate %s: %w", certFile, err)
+		return nil, nil, err
 	}
-	if err := writeFileAtomic(keyFile, keyPEM, keyMode); err != nil {
-		return err
-	}
-	return writeFileAtomic(certFile, encodeCertPEM(der), certMode)
+	return encodeCertPEM(der), keyPEM, nil
 }
 
 // sameSet reports whether a and b hold the same strings, ignoring order and duplicates.

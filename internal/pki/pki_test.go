@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"log"
@@ -645,4 +646,46 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestServingCipherSuites: a TLS 1.2 client that offers only CBC-SHA1 or static-RSA
+// suites is refused; one offering an ECDHE AEAD suite connects.
+func TestServingCipherSuites(t *testing.T) {
+	p, err := EnsureServerPKI(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := p.ServingTLSConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.TLS = tlsCfg
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name    string
+		suite   uint16
+		wantErr bool
+	}{
+		{name: "ECDHE-ECDSA-AES128-GCM", suite: tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+		{name: "ECDHE-ECDSA-CHACHA20", suite: tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256},
+		{name: "ECDHE-ECDSA-AES128-CBC-SHA", suite: tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, wantErr: true},
+		{name: "ECDHE-ECDSA-AES256-CBC-SHA", suite: tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, wantErr: true},
+		{name: "RSA-AES128-GCM", suite: tls.TLS_RSA_WITH_AES_128_GCM_SHA256, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{
+				RootCAs: p.CA.Pool(), ServerName: "127.0.0.1",
+				MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tc.suite},
+			})
+			if err == nil {
+				conn.Close()
+			}
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("handshake error = %v, want error %t", err, tc.wantErr)
+			}
+		})
+	}
 }

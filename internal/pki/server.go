@@ -92,6 +92,7 @@ func (p *ServerPKI) ServingTLSConfig() (*tls.Config, error) {
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
+		CipherSuites: ServingCipherSuites,
 		Certificates: []tls.Certificate{pair},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
 		ClientCAs:    p.ClientCAPool(),
@@ -140,4 +141,45 @@ func (p *ServerPKI) AdminRESTConfig(serverURL string) (*rest.Config, error) {
 		return nil, fmt.Errorf("admin REST config: %w", err)
 	}
 	return cfg, nil
+}
+
+// NodeRESTConfig returns a client-go configuration for serverURL with the identity of the
+// kubelet of node nodeName, as the node authorizer and the NodeRestriction admission plugin
+// know kubelets: CN=system:node:<nodeName>, O=system:nodes. The pair is kept in
+// Dir/node-<nodeName>.crt and .key (see EnsureClientCert for when it is reissued).
+func (p *ServerPKI) NodeRESTConfig(serverURL, nodeName string) (*rest.Config, error) {
+	if nodeName == "" {
+		return nil, fmt.Errorf("node client certificate: empty node name")
+	}
+	certFile, keyFile, err := p.CA.EnsureClientCert(p.Dir, "node-"+nodeName, NodeUserPrefix+nodeName, []string{NodesGroup})
+	if err != nil {
+		return nil, fmt.Errorf("node %s client certificate: %w", nodeName, err)
+	}
+	return &rest.Config{
+		Host: serverURL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   p.CA.CertPEM,
+			CertFile: certFile,
+			KeyFile:  keyFile,
+		},
+	}, nil
+}
+
+// NodeUserPrefix and NodesGroup make a kubelet's identity: user system:node:<name> in
+// group system:nodes.
+const (
+	NodeUserPrefix = "system:node:"
+	NodesGroup     = "system:nodes"
+)
+
+// ServingCipherSuites are the TLS 1.2 suites skiff's servers accept: ECDHE with AEAD
+// ciphers only (AES-GCM, ChaCha20-Poly1305), none of the CBC-SHA1 or static-RSA suites that
+// Go still enables by default. TLS 1.3's suites are fixed by Go and all AEAD.
+var ServingCipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }

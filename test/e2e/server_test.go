@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/test/e2e/framework"
 )
 
@@ -149,6 +151,31 @@ func TestServer(t *testing.T) {
 		}
 	})
 
+	t.Run("users", func(t *testing.T) { testUsers(t, s) })
+
+	t.Run("empty-common-name", func(t *testing.T) {
+		// Signed by the cluster's CA, for no one: no access.
+		ca, err := pki.LoadCA(filepath.Join(s.DataDir, pki.PKIDirName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert := clientCertSignedBy(t, ca.Cert, ca.Key, pkix.Name{Organization: []string{"system:masters"}})
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(s.CAData(t))
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+		}}}
+		defer client.CloseIdleConnections()
+		resp, err := client.Get(s.URL + "/api/v1/namespaces/kube-system/secrets")
+		if err != nil {
+			t.Fatalf("GET with a certificate without common name: %v", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET kube-system secrets with a certificate without common name: %d, want 401", resp.StatusCode)
+		}
+	})
+
 	t.Run("foreign-client-certificate", func(t *testing.T) {
 		// A certificate for system:admin in system:masters, signed by a CA
 		// the server does not know: no access.
@@ -233,12 +260,19 @@ func foreignClientCert(t *testing.T) tls.Certificate {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return clientCertSignedBy(t, ca, caKey, pkix.Name{CommonName: "system:admin", Organization: []string{"system:masters"}})
+}
+
+// clientCertSignedBy is a client certificate for subject signed by ca.
+func clientCertSignedBy(t *testing.T, ca *x509.Certificate, caKey crypto.Signer, subject pkix.Name) tls.Certificate {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "system:admin", Organization: []string{"system:masters"}},
+		SerialNumber: big.NewInt(2), Subject: subject,
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
@@ -246,5 +280,5 @@ func foreignClientCert(t *testing.T) tls.Certificate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
+	return tls.Certificate{Certificate: [][]byte{der, ca.Raw}, PrivateKey: key}
 }

@@ -8,6 +8,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -100,8 +101,28 @@ func (e *podsEnv) testServiceAccountToken(t *testing.T) {
 	if got := me.Extra["authentication.kubernetes.io/pod-uid"]; len(got) != 1 || got[0] != string(created.UID) {
 		t.Errorf("the pod's token is bound to uid %v, want %s", got, created.UID)
 	}
+	// RBAC: the default service account may do nothing until a Role
+	// lets it read pods; then it reads pods, and nothing else.
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, "reader", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get the pod with its own token and no binding: %v, want 403", err)
+	}
+	k.ok("create", "role", "pod-reader", "-n", ns, "--verb=get,list,watch", "--resource=pods")
+	k.ok("create", "rolebinding", "default-reads-pods", "-n", ns, "--role=pod-reader", "--serviceaccount="+ns+":default")
+	framework.WaitFor(t, 30*time.Second, "the token to list pods", func() (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil, err
+	})
 	if _, err := cs.CoreV1().Pods(ns).Get(ctx, "reader", metav1.GetOptions{}); err != nil {
 		t.Errorf("get the pod with its own token: %v", err)
+	}
+	for what, err := range map[string]error{
+		"list secrets":             func() error { _, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); return err }(),
+		"delete the pod":           cs.CoreV1().Pods(ns).Delete(ctx, "reader", metav1.DeleteOptions{}),
+		"list pods of kube-system": func() error { _, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{}); return err }(),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s with the pod's token: %v, want 403", what, err)
+		}
 	}
 }
 

@@ -48,7 +48,7 @@ func BenchmarkDeploymentAvailable(b *testing.B) {
 		for n := 0; n < numNodes; n++ {
 			// Each node its own client, at the rate `skiff agent` gives
 			// its kubelet (the kubelet's defaults: 50 QPS, burst 100).
-			rc := c.InProcessConfig(fmt.Sprintf("system:node:sim-%03d", n))
+			rc := c.InProcessConfig(fmt.Sprintf("system:node:sim-%03d", n), "system:nodes")
 			rc.QPS, rc.Burst = 50, 100
 			nodeClient, err := kubernetes.NewForConfig(rc)
 			if err != nil {

@@ -151,13 +151,14 @@ func TestServiceAccountTokens(t *testing.T) {
 	if got := me.Extra["authentication.kubernetes.io/pod-name"]; len(got) != 1 || got[0] != "web" {
 		t.Errorf("extra = %v, want the pod's name", me.Extra)
 	}
-	// The token reaches the API like any credential.
+	// The token reaches the API like any credential: authenticated, and
+	// authorized by what RBAC grants its service account (nothing yet).
 	tcs, err := kubernetes.NewForConfig(tokenConfig(c, tr.Status.Token))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tcs.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil {
-		t.Errorf("get pod with the token: %v", err)
+	if _, err := tcs.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get pod with the token of a service account without bindings: %v, want 403", err)
 	}
 
 	// Other tokens: another audience, a forged one, one for a pod of

@@ -215,3 +215,19 @@ func MustContain(t testing.TB, what, s string, wants ...string) {
 		}
 	}
 }
+
+// Skiff runs `skiff ARGS...` (a command such as kubeconfig) with
+// --data-dir added for the server's data dir after the command name.
+func (s *Server) Skiff(t testing.TB, command string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	full := append([]string{command, "--data-dir", s.DataDir}, args...)
+	return runCommand(t, SkiffBinary(t), full, cleanEnv(), "skiff")
+}
+
+// KubectlWith runs kubectl.<version> as Kubectl does, with the kubeconfig
+// at path instead of the admin's.
+func (s *Server) KubectlWith(t testing.TB, version, kubeconfig string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	full := append([]string{"--kubeconfig", kubeconfig, "--cache-dir", s.cacheDir}, args...)
+	return runCommand(t, KubectlPath(t, version), full, cleanEnv(), "kubectl."+version)
+}

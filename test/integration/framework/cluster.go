@@ -51,6 +51,8 @@ type Options struct {
 	// NodeMonitorGracePeriod is skiff server --node-monitor-grace-period;
 	// kube-controller-manager's 50 s when zero.
 	NodeMonitorGracePeriod time.Duration
+	// Audit is skiff server's --audit-policy-file and --audit-log-*.
+	Audit app.AuditConfig
 }
 
 // Cluster is a running in-process control plane.
@@ -62,7 +64,7 @@ type Cluster struct {
 	Client     kubernetes.Interface
 	// InProcessConfig reaches the API server without a connection, as
 	// the server's own scheduler and controllers do.
-	InProcessConfig func(user string) *rest.Config
+	InProcessConfig func(user string, groups ...string) *rest.Config
 }
 
 // NewCluster starts a control plane on a free loopback port with a fresh
@@ -88,6 +90,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			EtcdTLS:                  opts.EtcdTLS,
 			EncryptionProviderConfig: opts.EncryptionProviderConfig,
 			DisableAdmissionPlugins:  opts.DisableAdmissionPlugins,
+			Audit:                    opts.Audit,
 			ControllerManager: app.ControllerManagerConfig{
 				Controllers: opts.Controllers, NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 			},
