@@ -28,6 +28,8 @@ Usage:
   skiff kubectl [args...]  run kubectl against the local server (KUBECONFIG or <data-dir>/kubeconfig.yaml)
   skiff kubeconfig --user NAME [--group G]...
                            print a kubeconfig for a user, signed by the local server's CA
+  skiff secrets-encrypt status|rotate [flags]
+                           show how Secrets are encrypted at rest; rotate the key (server stopped)
   skiff version            print the version
 
 Run 'skiff server -h' for the server's flags.
@@ -47,6 +49,8 @@ func main() {
 		os.Exit(app.RunKubectl(os.Args[2:]))
 	case "kubeconfig":
 		os.Exit(runKubeconfig(os.Args[2:], os.Stdout, os.Stderr))
+	case "secrets-encrypt":
+		os.Exit(runSecretsEncrypt(os.Args[2:]))
 	case "version", "--version":
 		fmt.Println(app.Version().GitVersion)
 	case "-h", "--help", "help":
@@ -92,7 +96,11 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.StringVar(&cfg.DataDir, "data-dir", app.DefaultDataDir(), "directory for etcd data, certificates and the kubeconfig")
 	fs.StringVar(&cfg.BindAddress, "bind-address", "0.0.0.0", "address the API server listens on")
 	fs.IntVar(&cfg.SecurePort, "secure-port", 6443, "HTTPS port of the API server")
-	fs.StringVar(&etcdServers, "etcd-servers", "", "comma-separated URLs of an external etcd cluster (default: run etcd embedded)")
+	fs.StringVar(&etcdServers, "etcd-servers", "", "comma-separated URLs of an external etcd cluster (default: run etcd embedded, reachable only through a unix socket of mode 0600 in <data-dir>/etcd)")
+	fs.StringVar(&cfg.EtcdTLS.CAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication (with --etcd-servers)")
+	fs.StringVar(&cfg.EtcdTLS.CertFile, "etcd-certfile", "", "SSL certification file used to secure etcd communication (with --etcd-servers)")
+	fs.StringVar(&cfg.EtcdTLS.KeyFile, "etcd-keyfile", "", "SSL key file used to secure etcd communication (with --etcd-servers)")
+	fs.StringVar(&cfg.EncryptionProviderConfig, "encryption-provider-config", "", "the file with the configuration for encryption providers to be used for storing secrets in etcd (kube-apiserver's EncryptionConfiguration; default: <data-dir>/encryption-config.yaml, generated at first start: Secrets encrypted with secretbox)")
 	fs.BoolVar(&cfg.DisableAgent, "disable-agent", false, "run only the control plane, no local node")
 	fs.BoolVar(&cfg.DisableScheduler, "disable-scheduler", false, "run no scheduler (one of your own, or none: pods stay unbound)")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -158,6 +166,74 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	cfg.ControllerManager.NoLeaderElection = !*leaderElect
 	cfg.NodePortAddresses = splitList(nodePortAddresses)
 	return cfg, nil
+}
+
+const secretsEncryptUsage = `Usage: skiff secrets-encrypt status|rotate [flags]
+
+  status   the encryption configuration's keys, and how many Secrets each
+           key (or identity: unencrypted) wrote; the server may be running
+  rotate   a new key writes from now on, every Secret is re-encrypted with
+           it, the key it replaces is kept for reading and older ones that
+           no Secret uses are dropped; the server must be stopped
+
+Flags:
+`
+
+func runSecretsEncrypt(args []string) int {
+	cfg, cmd, err := parseSecretsEncryptFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintf(os.Stderr, "skiff secrets-encrypt: %v\n", err)
+		}
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	run := app.SecretsEncryptStatus
+	if cmd == "rotate" {
+		run = app.SecretsEncryptRotate
+	}
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "skiff secrets-encrypt %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+// parseSecretsEncryptFlags turns `skiff secrets-encrypt` arguments into
+// the subcommand ("status" or "rotate") and its configuration.
+func parseSecretsEncryptFlags(args []string, output io.Writer) (app.SecretsEncryptConfig, string, error) {
+	fs := flag.NewFlagSet("skiff secrets-encrypt", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprint(output, secretsEncryptUsage)
+		fs.PrintDefaults()
+	}
+	var cfg app.SecretsEncryptConfig
+	fs.StringVar(&cfg.DataDir, "data-dir", app.DefaultDataDir(), "the server's data directory")
+	fs.StringVar(&cfg.EncryptionProviderConfig, "encryption-provider-config", "", "the server's --encryption-provider-config (default: <data-dir>/encryption-config.yaml)")
+	if len(args) == 0 || (args[0] != "status" && args[0] != "rotate") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fs.Usage()
+			return cfg, "", flag.ErrHelp
+		}
+		fs.Usage()
+		return cfg, "", errUsage
+	}
+	cmd := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, cmd, err
+		}
+		return cfg, cmd, errUsage
+	}
+	if fs.NArg() > 0 {
+		return cfg, cmd, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return cfg, cmd, nil
 }
 
 func runAgent(args []string) int {

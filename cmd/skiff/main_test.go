@@ -26,6 +26,8 @@ func TestParseServerFlags(t *testing.T) {
 		wantNoLeader    bool
 		wantClusterCIDR string
 		wantNoPriv      bool
+		wantEtcdTLS     string
+		wantEncryption  string
 		// kube-proxy and node network flags.
 		wantNoProxy, wantProxyCleanup bool
 		wantNodePorts                 []string
@@ -36,6 +38,9 @@ func TestParseServerFlags(t *testing.T) {
 		{name: "huge pages on", args: []string{"--huge-pages"}},
 		{name: "no scheduler", args: []string{"--disable-scheduler"}, wantNoSched: true},
 		{name: "external etcd", args: []string{"--etcd-servers", "https://127.0.0.1:2379,https://127.0.0.2:2379"}, wantEtcd: 2},
+		{name: "external etcd with client certificates", args: []string{"--etcd-servers", "https://127.0.0.1:2379", "--etcd-cafile", "ca.crt", "--etcd-certfile", "client.crt", "--etcd-keyfile", "client.key"},
+			wantEtcd: 1, wantEtcdTLS: "ca.crt client.crt client.key"},
+		{name: "encryption provider config", args: []string{"--encryption-provider-config", "/etc/skiff/enc.yaml"}, wantEncryption: "/etc/skiff/enc.yaml"},
 		{name: "taints", args: []string{"--register-with-taints", "dedicated=gpu:NoSchedule"}, wantTaintKeys: []string{"dedicated"}},
 		{name: "bad taint", args: []string{"--register-with-taints", "dedicated=gpu:Sometimes"}, wantErrText: "Sometimes"},
 		{name: "service account issuer", args: []string{"--service-account-issuer", "https://skiff.example"}, wantIssuer: "https://skiff.example"},
@@ -99,6 +104,12 @@ func TestParseServerFlags(t *testing.T) {
 			if len(cfg.EtcdServers) != tt.wantEtcd {
 				t.Errorf("EtcdServers = %q, want %d", cfg.EtcdServers, tt.wantEtcd)
 			}
+			if tls := cfg.EtcdTLS; strings.TrimSpace(tls.CAFile+" "+tls.CertFile+" "+tls.KeyFile) != tt.wantEtcdTLS {
+				t.Errorf("EtcdTLS = %+v, want %q", tls, tt.wantEtcdTLS)
+			}
+			if cfg.EncryptionProviderConfig != tt.wantEncryption {
+				t.Errorf("EncryptionProviderConfig = %q, want %q", cfg.EncryptionProviderConfig, tt.wantEncryption)
+			}
 			var keys []string
 			for _, taint := range cfg.Taints {
 				keys = append(keys, taint.Key)
@@ -115,6 +126,47 @@ func TestParseServerFlags(t *testing.T) {
 			}
 			if cfg.SecurePort != 6443 || cfg.CNIBridge != "cni0" || cfg.ImageGC == nil {
 				t.Errorf("defaults lost: port %d, bridge %q, image GC %v", cfg.SecurePort, cfg.CNIBridge, cfg.ImageGC)
+			}
+		})
+	}
+}
+
+func TestParseSecretsEncryptFlags(t *testing.T) {
+	tests := []struct {
+		name        string
+		args        []string
+		wantErr     error
+		wantErrText string
+		wantCmd     string
+		wantDataDir string
+		wantConfig  string
+	}{
+		{name: "status", args: []string{"status", "--data-dir", "/d"}, wantCmd: "status", wantDataDir: "/d"},
+		{name: "rotate with a config", args: []string{"rotate", "--data-dir", "/d", "--encryption-provider-config", "/e.yaml"}, wantCmd: "rotate", wantDataDir: "/d", wantConfig: "/e.yaml"},
+		{name: "no subcommand", args: nil, wantErr: errUsage},
+		{name: "unknown subcommand", args: []string{"rotate-keys"}, wantErr: errUsage},
+		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp},
+		{name: "extra arguments", args: []string{"status", "now"}, wantErrText: "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, cmd, err := parseSecretsEncryptFlags(tt.args, io.Discard)
+			switch {
+			case tt.wantErr != nil:
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("error %v, want %v", err, tt.wantErr)
+				}
+				return
+			case tt.wantErrText != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErrText) {
+					t.Fatalf("error %v, want one naming %q", err, tt.wantErrText)
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			if cmd != tt.wantCmd || cfg.DataDir != tt.wantDataDir || cfg.EncryptionProviderConfig != tt.wantConfig {
+				t.Errorf("got %q %+v, want %q data dir %q config %q", cmd, cfg, tt.wantCmd, tt.wantDataDir, tt.wantConfig)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/storage"
+	"github.com/skiff-sh/skiff/internal/storage/encryption"
 	"github.com/skiff-sh/skiff/internal/storage/etcd3"
 )
 
@@ -26,17 +27,20 @@ import (
 // tells them of compactions; it closes them at the end.
 type storeSet struct {
 	client *clientv3.Client
-	mu     sync.Mutex
-	stores []*etcd3.Store
+	// transformers encrypt the resources the encryption configuration
+	// names; nil encrypts nothing.
+	transformers *encryption.Transformers
+	mu           sync.Mutex
+	stores       []*etcd3.Store
 }
 
-func newStoreSet(client *clientv3.Client) *storeSet {
-	return &storeSet{client: client}
+func newStoreSet(client *clientv3.Client, transformers *encryption.Transformers) *storeSet {
+	return &storeSet{client: client, transformers: transformers}
 }
 
 // newStore makes the Store of the objects under prefix.
 func (s *storeSet) newStore(gr schema.GroupResource, prefix string, codec runtime.Codec, newFunc func() runtime.Object) (storage.Store, error) {
-	st := etcd3.New(s.client, codec, newFunc, nil, gr, prefix)
+	st := etcd3.New(s.client, codec, newFunc, nil, gr, prefix, etcd3.WithTransformer(s.transformers.For(gr)))
 	s.mu.Lock()
 	s.stores = append(s.stores, st)
 	s.mu.Unlock()

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,16 +36,27 @@ import (
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/scheduler"
+	"github.com/skiff-sh/skiff/internal/storage/encryption"
 	"github.com/skiff-sh/skiff/internal/storage/etcd3"
 )
 
 // ServerConfig is what `skiff server` is run with.
 type ServerConfig struct {
-	DataDir      string
-	BindAddress  string
-	SecurePort   int
-	EtcdServers  []string
-	DisableAgent bool
+	DataDir     string
+	BindAddress string
+	SecurePort  int
+	EtcdServers []string
+	// EtcdTLS authenticates the server to EtcdServers (kube-apiserver's
+	// --etcd-cafile, --etcd-certfile, --etcd-keyfile).
+	EtcdTLS etcd.ClientTLS
+	// EncryptionProviderConfig is kube-apiserver's
+	// --encryption-provider-config: the EncryptionConfiguration that says
+	// how resources are encrypted at rest. When empty, the server uses
+	// <data-dir>/encryption-config.yaml, generated at first start
+	// (Secrets with secretbox under a random key; see
+	// internal/storage/encryption).
+	EncryptionProviderConfig string
+	DisableAgent             bool
 	// DisableScheduler runs no scheduler (tests that run their own).
 	DisableScheduler bool
 	LogLevel         string
@@ -170,6 +182,33 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return err
 	}
 
+	encryptionConfig := cfg.EncryptionProviderConfig
+	if encryptionConfig == "" {
+		encryptionConfig = filepath.Join(cfg.DataDir, encryption.DefaultFileName)
+		created, err := encryption.Ensure(encryptionConfig, time.Now())
+		if err != nil {
+			return err
+		}
+		if created {
+			slog.Info("generated the encryption at rest configuration: Secrets are encrypted with secretbox", "file", encryptionConfig)
+			if len(cfg.EtcdServers) > 0 {
+				slog.Warn("the encryption key is this server's own: servers sharing the etcd need one --encryption-provider-config", "file", encryptionConfig)
+			}
+		}
+	}
+	transformers, err := encryption.Load(ctx, encryptionConfig)
+	if err != nil {
+		return err
+	}
+	var etcdTLS *tls.Config
+	if len(cfg.EtcdServers) > 0 {
+		if etcdTLS, err = cfg.EtcdTLS.Config(); err != nil {
+			return err
+		}
+	} else if !cfg.EtcdTLS.Empty() {
+		return errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers")
+	}
+
 	endpoints := cfg.EtcdServers
 	var embedded *etcd.Server
 	if len(endpoints) == 0 {
@@ -182,10 +221,18 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	var client *clientv3.Client
 	if embedded != nil {
 		client = embedded.Client()
-	} else if client, err = etcd.NewClient(endpoints, nil); err != nil {
+	} else if client, err = etcd.NewClient(endpoints, etcdTLS); err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	defer client.Close()
+	// Secrets written under a key this server does not have would be
+	// skipped by the watch cache: refuse to start instead, saying which.
+	if err := encryption.CheckReadable(ctx, client, encryptionConfig, secretsTargets); err != nil {
+		if len(endpoints) > 0 {
+			return fmt.Errorf("%w: servers sharing an etcd need the same --encryption-provider-config", err)
+		}
+		return fmt.Errorf("%w: give the server the configuration with that key (--encryption-provider-config)", err)
+	}
 
 	tlsConfig, err := keys.ServingTLSConfig()
 	if err != nil {
@@ -239,7 +286,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return err
 	}
 	api.SetAuthorizer(authz)
-	stores := newStoreSet(client)
+	stores := newStoreSet(client, transformers)
 	defer stores.close()
 	bi, err := newBuiltin(cfg.DataDir, stores, catalog, loopback, sa.tokens, authz, ruleResolver)
 	if err != nil {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
-	"strconv"
-	"strings"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,9 +36,6 @@ type Config struct {
 	// DataDir holds etcd's data; it is created with mode 0700 if missing
 	// and its mode is tightened to 0700 if it exists.
 	DataDir string
-	// ClientPort and PeerPort are the loopback ports to listen on; 0 picks
-	// a free port.
-	ClientPort, PeerPort int
 	// Name is the member name; "" means "skiff".
 	Name string
 	// ReadyTimeout bounds the wait for readiness; 0 means DefaultReadyTimeout.
@@ -53,7 +48,26 @@ type Config struct {
 	LogLevel string
 }
 
-// Server is a running embedded etcd member listening on 127.0.0.1 only.
+// ClientSocketName is the member's only listener, in Config.DataDir: a
+// unix socket of mode 0600 in a directory of mode 0700, so that only the
+// owner of the process (root for `skiff server`) can connect. It serves
+// gRPC and HTTP (/health, /version); `etcdctl --endpoints
+// unix://<data-dir>/etcd/client.sock` reaches it as root. The member has
+// no TCP listener and no peer listener: a single member has no peers to
+// hear from, and embed starts without one (see peerURL).
+const ClientSocketName = "client.sock"
+
+// peerURL is the peer URL the member advertises in its cluster
+// membership. Nothing listens on it: it names no file, and holds none of
+// the data dir's path, which the initial-cluster string ("name=url,...")
+// could not carry if it had a comma.
+var peerURL = url.URL{Scheme: "unix", Host: "skiff-etcd-no-peer-listener"}
+
+// maxSocketPath is the longest unix socket path Linux accepts
+// (sizeof(sun_path) - 1).
+const maxSocketPath = 107
+
+// Server is a running embedded etcd member listening on unix sockets only.
 type Server struct {
 	etcd      *embed.Etcd
 	endpoints []string
@@ -77,30 +91,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("etcd: data dir mode: %w", err)
 	}
-	// Ports picked here may be taken by someone else before etcd binds
-	// them; retry with fresh ports when that happens.
-	const attempts = 5
-	var lastErr error
-	for i := 0; i < attempts; i++ {
-		s, err := start(ctx, cfg)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-		picked := cfg.ClientPort == 0 || cfg.PeerPort == 0
-		if !picked || !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
-	}
-	return nil, lastErr
+	return start(ctx, cfg)
 }
 
 func start(ctx context.Context, cfg Config) (*Server, error) {
-	clientPort, err := portOrFree(cfg.ClientPort)
-	if err != nil {
-		return nil, err
-	}
-	peerPort, err := portOrFree(cfg.PeerPort)
+	clientSock, err := socketPath(cfg.DataDir, ClientSocketName)
 	if err != nil {
 		return nil, err
 	}
@@ -116,11 +111,10 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 		ec.Name = "skiff"
 	}
 	ec.Dir = cfg.DataDir
-	clientURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(clientPort))}
-	peerURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort))}
+	clientURL := url.URL{Scheme: "unix", Path: clientSock}
 	ec.ListenClientUrls = []url.URL{clientURL}
 	ec.AdvertiseClientUrls = []url.URL{clientURL}
-	ec.ListenPeerUrls = []url.URL{peerURL}
+	ec.ListenPeerUrls = nil
 	ec.AdvertisePeerUrls = []url.URL{peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	ec.SnapshotCount = DefaultSnapshotCount
@@ -136,6 +130,14 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: start in %s: %w", cfg.DataDir, err)
+	}
+	// The listener exists once StartEtcd returns. The directory (0700)
+	// already keeps others out; the socket's own mode does too, should the
+	// directory be opened up.
+	if err := os.Chmod(clientSock, 0o600); err != nil {
+		closing.Store(true)
+		e.Close()
+		return nil, fmt.Errorf("etcd: socket mode: %w", err)
 	}
 	timeout := cfg.ReadyTimeout
 	if timeout <= 0 {
@@ -161,7 +163,8 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	return &Server{etcd: e, endpoints: []string{clientURL.String()}, closing: closing}, nil
 }
 
-// Endpoints returns the client URLs, e.g. ["http://127.0.0.1:40123"].
+// Endpoints returns the client URLs, e.g.
+// ["unix:///var/lib/skiff/etcd/client.sock"], for NewClient.
 func (s *Server) Endpoints() []string {
 	return append([]string(nil), s.endpoints...)
 }
@@ -189,16 +192,17 @@ func (s *Server) Close() {
 	})
 }
 
-func portOrFree(port int) (int, error) {
-	if port != 0 {
-		return port, nil
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// socketPath returns the absolute path of socket name in dir, or an error
+// when it is too long for a unix socket.
+func socketPath(dir, name string) (string, error) {
+	abs, err := filepath.Abs(filepath.Join(dir, name))
 	if err != nil {
-		return 0, fmt.Errorf("etcd: pick a free port: %w", err)
+		return "", fmt.Errorf("etcd: socket path: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	if len(abs) > maxSocketPath {
+		return "", fmt.Errorf("etcd: socket path %s is %d bytes, longer than the %d a unix socket allows: use a shorter data dir", abs, len(abs), maxSocketPath)
+	}
+	return abs, nil
 }
 
 // newLogger returns a JSON zap logger on stderr at the given level

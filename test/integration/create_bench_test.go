@@ -25,8 +25,9 @@ import (
 // BenchmarkCreate measures pod creates through the API server with 1, 16
 // and 64 parallel client-go clients, beside raw etcd puts of the same
 // bytes into an etcd configured like skiff's embedded one (fsync on), in
-// the same run, through etcd's usual gRPC client and through the
-// in-process client the API server itself uses. Each sub-benchmark reports
+// the same run, through etcd's usual gRPC client (over its unix socket; over
+// loopback TCP before issue 11, when the figures before it were measured)
+// and through the in-process client the API server itself uses. Each sub-benchmark reports
 // creates/s, p50/p99 latency and CPU per operation; the ratio of the API
 // rate to the raw gRPC put rate is the figure of docs/benchmarks.md. The
 // server runs without the ServiceAccount admission plugin, as upstream's

@@ -65,6 +65,19 @@ func BenchmarkCreate(b *testing.B) {
 	})
 }
 
+// BenchmarkCreateEncrypted is BenchmarkCreate with the values encrypted
+// (secretbox, as `skiff server` stores Secrets).
+func BenchmarkCreateEncrypted(b *testing.B) {
+	tr := encryptionConfig(b, "k1").For(podsGR)
+	s := newTestStore(b, ownClient(b, false), func(o *options) { o.transformer = tr })
+	ctx := context.Background()
+	runParallel(b, "creates/s", func(seq int64) error {
+		name := fmt.Sprintf("p-%d", seq)
+		_, err := s.Create(ctx, s.key("bench", name), benchPod(name), 0)
+		return err
+	})
+}
+
 // BenchmarkCreateWatched is BenchmarkCreate with 100 watchers filtering
 // by node (as kubelets do) and one informer-like watcher of everything.
 func BenchmarkCreateWatched(b *testing.B) {

@@ -52,10 +52,13 @@ const (
 // entry is one object held by the cache. obj is shared with every reader
 // and must not be modified.
 type entry struct {
-	key  string
-	obj  runtime.Object
+	key string
+	obj runtime.Object
+	// data is the codec's encoding of obj (after the Store's transformer).
 	data []byte
 	rev  int64
+	// stale: see objState.stale.
+	stale bool
 }
 
 func entryLess(a, b *entry) bool { return a.key < b.key }
@@ -319,12 +322,17 @@ func (c *watchCache) listAll() ([]*entry, int64, error) {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			obj, err := c.s.decode(kv.Value, kv.ModRevision)
+			data, stale, err := c.s.fromStorage(c.ctx, kv.Key, kv.Value)
+			if err != nil {
+				c.log.Error("watch cache: skipping object", "key", string(kv.Key), "err", err)
+				continue
+			}
+			obj, err := c.s.decode(data, kv.ModRevision)
 			if err != nil {
 				c.log.Error("watch cache: skipping undecodable object", "key", string(kv.Key), "err", err)
 				continue
 			}
-			entries = append(entries, &entry{key: string(kv.Key), obj: obj, data: kv.Value, rev: kv.ModRevision})
+			entries = append(entries, &entry{key: string(kv.Key), obj: obj, data: data, rev: kv.ModRevision, stale: stale})
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return entries, rev, nil
@@ -373,11 +381,28 @@ func (c *watchCache) setRevLocked(rev int64) {
 // the state and the ring, and hands it to the dispatcher.
 func (c *watchCache) apply(evs []*clientv3.Event) {
 	decoded := make([]runtime.Object, len(evs))
+	var (
+		plain [][]byte // the codec's bytes, with a transformer
+		stale []bool
+	)
+	if c.s.transformer != nil {
+		plain, stale = make([][]byte, len(evs)), make([]bool, len(evs))
+	}
 	for i, ev := range evs {
 		if ev.Type != mvccpb.PUT {
 			continue
 		}
-		obj, err := c.s.decode(ev.Kv.Value, ev.Kv.ModRevision)
+		data := ev.Kv.Value
+		if c.s.transformer != nil {
+			var err error
+			data, stale[i], err = c.s.fromStorage(c.ctx, ev.Kv.Key, data)
+			if err != nil {
+				c.log.Error("watch cache: skipping object", "key", string(ev.Kv.Key), "err", err)
+				continue
+			}
+			plain[i] = data
+		}
+		obj, err := c.s.decode(data, ev.Kv.ModRevision)
 		if err != nil {
 			c.log.Error("watch cache: skipping undecodable object", "key", string(ev.Kv.Key), "err", err)
 			continue
@@ -400,6 +425,9 @@ func (c *watchCache) apply(evs []*clientv3.Event) {
 				continue
 			}
 			e := &entry{key: key, obj: decoded[i], data: ev.Kv.Value, rev: rev}
+			if plain != nil {
+				e.data, e.stale = plain[i], stale[i]
+			}
 			c.tree.ReplaceOrInsert(e)
 			ce = &cacheEvent{typ: watch.Added, key: key, obj: e.obj, rev: rev, at: now}
 			if had {

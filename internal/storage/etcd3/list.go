@@ -175,7 +175,11 @@ func (s *Store) listEtcd(ctx context.Context, req etcdList) (*storage.ListResult
 				break
 			}
 			lastKey = kv.Key
-			obj, err := s.decode(kv.Value, kv.ModRevision)
+			data, _, err := s.fromStorage(ctx, kv.Key, kv.Value)
+			if err != nil {
+				return nil, err
+			}
+			obj, err := s.decode(data, kv.ModRevision)
 			if err != nil {
 				return nil, err
 			}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/storage/value"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/storage"
@@ -35,9 +36,12 @@ type Store struct {
 	gr      schema.GroupResource
 	// prefix is the resource prefix, ending in "/".
 	prefix string
-	leases *leaseManager
-	cache  *watchCache
-	log    *slog.Logger
+	// transformer turns stored values into the codec's bytes and back
+	// (encryption at rest); nil stores the codec's bytes as they are.
+	transformer value.Transformer
+	leases      *leaseManager
+	cache       *watchCache
+	log         *slog.Logger
 }
 
 var _ storage.Store = &Store{}
@@ -48,6 +52,22 @@ type options struct {
 	// minEvents and maxEvents bound the watch cache's event ring.
 	minEvents, maxEvents int
 	log                  *slog.Logger
+	transformer          value.Transformer
+}
+
+// Option changes how New makes a Store.
+type Option func(*options)
+
+// WithTransformer stores the resource's values through t, as
+// kube-apiserver's storage does with the transformer its
+// --encryption-provider-config gives the resource: t.TransformToStorage
+// after encoding, t.TransformFromStorage before decoding, with the etcd key
+// as authenticated data (value.DefaultContext). A value read through
+// anything but t's first (writing) provider is stale: an update rewrites
+// it even when the object did not change. nil is the same as no option:
+// values are the codec's bytes, with no extra work per read or write.
+func WithTransformer(t value.Transformer) Option {
+	return func(o *options) { o.transformer = t }
 }
 
 func defaultOptions() options {
@@ -66,8 +86,12 @@ func defaultOptions() options {
 // New starts the watch cache in the background (an etcd list, then one
 // etcd watch on the prefix); requests that need it wait until it is ready.
 // The caller must call Close when done.
-func New(client *clientv3.Client, codec runtime.Codec, newFunc func() runtime.Object, newListFunc func() runtime.Object, gr schema.GroupResource, resourcePrefix string) *Store {
-	return newStore(client, codec, newFunc, gr, resourcePrefix, defaultOptions())
+func New(client *clientv3.Client, codec runtime.Codec, newFunc func() runtime.Object, newListFunc func() runtime.Object, gr schema.GroupResource, resourcePrefix string, opts ...Option) *Store {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return newStore(client, codec, newFunc, gr, resourcePrefix, o)
 }
 
 func newStore(client *clientv3.Client, codec runtime.Codec, newFunc func() runtime.Object, gr schema.GroupResource, resourcePrefix string, o options) *Store {
@@ -76,13 +100,14 @@ func newStore(client *clientv3.Client, codec runtime.Codec, newFunc func() runti
 		prefix += "/"
 	}
 	s := &Store{
-		client:  client,
-		codec:   codec,
-		newFunc: newFunc,
-		gr:      gr,
-		prefix:  prefix,
-		leases:  newLeaseManager(client, o.clock),
-		log:     o.log.With("resource", gr.String()),
+		client:      client,
+		codec:       codec,
+		newFunc:     newFunc,
+		gr:          gr,
+		prefix:      prefix,
+		transformer: o.transformer,
+		leases:      newLeaseManager(client, o.clock),
+		log:         o.log.With("resource", gr.String()),
 	}
 	s.cache = newWatchCache(s, o)
 	return s
@@ -127,6 +152,9 @@ func (s *Store) Create(ctx context.Context, key string, obj runtime.Object, ttlS
 	if err != nil {
 		return nil, err
 	}
+	if data, err = s.toStorage(ctx, key, data); err != nil {
+		return nil, err
+	}
 	var putOpts []clientv3.OpOption
 	if ttlSeconds > 0 {
 		id, err := s.leases.get(ctx, ttlSeconds)
@@ -162,17 +190,25 @@ func (s *Store) Get(ctx context.Context, key string) (runtime.Object, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, apierrors.NewNotFound(s.gr, nameOf(key))
 	}
-	return s.decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	data, _, err := s.fromStorage(ctx, resp.Kvs[0].Key, resp.Kvs[0].Value)
+	if err != nil {
+		return nil, err
+	}
+	return s.decode(data, resp.Kvs[0].ModRevision)
 }
 
 // objState is what a conditional write is based on.
 type objState struct {
 	// obj is the decoded object owned by this call, nil when the key does
 	// not exist.
-	obj  runtime.Object
+	obj runtime.Object
+	// data is the codec's encoding of obj (the stored value, untransformed).
 	data []byte
 	// rev is the key's ModRevision, 0 when it does not exist.
 	rev int64
+	// stale is set when the stored value was not written by the
+	// transformer's first provider: it is rewritten even if unchanged.
+	stale bool
 }
 
 // fetch reads the current state of key from etcd.
@@ -181,18 +217,22 @@ func (s *Store) fetch(ctx context.Context, key string) (*objState, error) {
 	if err != nil {
 		return nil, s.internal("get", key, err)
 	}
-	return s.stateFrom(resp.Kvs)
+	return s.stateFrom(ctx, resp.Kvs)
 }
 
-func (s *Store) stateFrom(kvs []*mvccpb.KeyValue) (*objState, error) {
+func (s *Store) stateFrom(ctx context.Context, kvs []*mvccpb.KeyValue) (*objState, error) {
 	if len(kvs) == 0 {
 		return &objState{}, nil
 	}
-	obj, err := s.decode(kvs[0].Value, kvs[0].ModRevision)
+	data, stale, err := s.fromStorage(ctx, kvs[0].Key, kvs[0].Value)
 	if err != nil {
 		return nil, err
 	}
-	return &objState{obj: obj, data: kvs[0].Value, rev: kvs[0].ModRevision}, nil
+	obj, err := s.decode(data, kvs[0].ModRevision)
+	if err != nil {
+		return nil, err
+	}
+	return &objState{obj: obj, data: data, rev: kvs[0].ModRevision, stale: stale}, nil
 }
 
 // initialState returns the state to base a write on: the watch cache's
@@ -203,7 +243,7 @@ func (s *Store) initialState(ctx context.Context, key string) (st *objState, fre
 		if e == nil {
 			return &objState{}, false, nil
 		}
-		return &objState{obj: e.obj.DeepCopyObject(), data: e.data, rev: e.rev}, false, nil
+		return &objState{obj: e.obj.DeepCopyObject(), data: e.data, rev: e.rev, stale: e.stale}, false, nil
 	}
 	st, err = s.fetch(ctx, key)
 	return st, true, err
@@ -285,7 +325,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *storage.P
 		if err != nil {
 			return nil, err
 		}
-		if st.obj != nil && string(st.data) == data {
+		if st.obj != nil && !st.stale && string(st.data) == data {
 			if !fresh {
 				changed, err := refresh()
 				if err != nil {
@@ -297,6 +337,9 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *storage.P
 			}
 			acc.SetResourceVersion(strconv.FormatInt(st.rev, 10))
 			return updated, nil
+		}
+		if data, err = s.toStorage(ctx, key, data); err != nil {
+			return nil, err
 		}
 		var putOpts []clientv3.OpOption
 		if st.obj != nil {
@@ -313,7 +356,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, pre *storage.P
 			return nil, s.internal("update", key, err)
 		}
 		if !resp.Succeeded {
-			st, err = s.stateFrom(resp.Responses[0].GetResponseRange().Kvs)
+			st, err = s.stateFrom(ctx, resp.Responses[0].GetResponseRange().Kvs)
 			if err != nil {
 				return nil, err
 			}
@@ -392,7 +435,7 @@ func (s *Store) Delete(ctx context.Context, key string, pre *storage.Preconditio
 			return nil, s.internal("delete", key, err)
 		}
 		if !resp.Succeeded {
-			st, err = s.stateFrom(resp.Responses[0].GetResponseRange().Kvs)
+			st, err = s.stateFrom(ctx, resp.Responses[0].GetResponseRange().Kvs)
 			if err != nil {
 				return nil, err
 			}
@@ -474,8 +517,35 @@ func (s *Store) encode(obj runtime.Object) (string, error) {
 	return out.String(), nil
 }
 
-// decode deserializes a stored value into a new object with
-// resourceVersion rev.
+// toStorage returns the value to store for data, the encoding of the
+// object at key: data itself without a transformer.
+func (s *Store) toStorage(ctx context.Context, key, data string) (string, error) {
+	if s.transformer == nil {
+		return data, nil
+	}
+	out, err := s.transformer.TransformToStorage(ctx, []byte(data), value.DefaultContext(key))
+	if err != nil {
+		return "", apierrors.NewInternalError(fmt.Errorf("transform %s %s for storage: %w", s.gr, key, err))
+	}
+	return string(out), nil
+}
+
+// fromStorage returns the encoding of the object stored at key as stored
+// (stored itself without a transformer) and whether the stored value is
+// stale (see WithTransformer).
+func (s *Store) fromStorage(ctx context.Context, key, stored []byte) ([]byte, bool, error) {
+	if s.transformer == nil {
+		return stored, false, nil
+	}
+	data, stale, err := s.transformer.TransformFromStorage(ctx, stored, value.DefaultContext(key))
+	if err != nil {
+		return nil, false, apierrors.NewInternalError(fmt.Errorf("transform %s %s from storage: %w", s.gr, key, err))
+	}
+	return data, stale, nil
+}
+
+// decode deserializes the codec's encoding of an object (a stored value
+// after fromStorage) into a new object with resourceVersion rev.
 func (s *Store) decode(data []byte, rev int64) (runtime.Object, error) {
 	obj, _, err := s.codec.Decode(data, nil, s.newFunc())
 	if err != nil {

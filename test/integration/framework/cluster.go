@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/internal/app"
+	"github.com/skiff-sh/skiff/internal/etcd"
 )
 
 // Options shape a test cluster.
@@ -34,6 +35,12 @@ type Options struct {
 	// keeps its state in (skiff server --etcd-servers), for tests that
 	// read what is stored or start a second cluster on the same state.
 	EtcdServers []string
+	// EtcdTLS is skiff server --etcd-cafile, --etcd-certfile and
+	// --etcd-keyfile, with EtcdServers.
+	EtcdTLS etcd.ClientTLS
+	// EncryptionProviderConfig is skiff server --encryption-provider-config;
+	// empty, the server generates its own (Secrets with secretbox).
+	EncryptionProviderConfig string
 	// DisableAdmissionPlugins are admission plugins of the default chain
 	// the cluster does not run (skiff server --disable-admission-plugins),
 	// for benchmarks set up as upstream's own.
@@ -70,18 +77,20 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	done := make(chan error, 1)
 	go func() {
 		done <- app.RunServer(ctx, app.ServerConfig{
-			DataDir:                 c.DataDir,
-			BindAddress:             "127.0.0.1",
-			SecurePort:              0,
-			DisableAgent:            true,
-			DisableScheduler:        opts.DisableScheduler,
-			LogLevel:                "error",
-			UnsafeNoFsync:           !opts.Fsync,
-			CompactInterval:         opts.CompactInterval,
-			NoHugePages:             opts.NoHugePages,
-			EtcdServers:             opts.EtcdServers,
-			DisableAdmissionPlugins: opts.DisableAdmissionPlugins,
-			Audit:                   opts.Audit,
+			DataDir:                  c.DataDir,
+			BindAddress:              "127.0.0.1",
+			SecurePort:               0,
+			DisableAgent:             true,
+			DisableScheduler:         opts.DisableScheduler,
+			LogLevel:                 "error",
+			UnsafeNoFsync:            !opts.Fsync,
+			CompactInterval:          opts.CompactInterval,
+			NoHugePages:              opts.NoHugePages,
+			EtcdServers:              opts.EtcdServers,
+			EtcdTLS:                  opts.EtcdTLS,
+			EncryptionProviderConfig: opts.EncryptionProviderConfig,
+			DisableAdmissionPlugins:  opts.DisableAdmissionPlugins,
+			Audit:                    opts.Audit,
 			ControllerManager: app.ControllerManagerConfig{
 				Controllers: opts.Controllers, NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 			},
