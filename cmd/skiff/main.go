@@ -118,6 +118,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.StringVar(&disableAdmission, "disable-admission-plugins", "", "admission plugins of kube-apiserver's default ones not to run: Name,...")
 	var authzModes string
 	fs.StringVar(&authzModes, "authorization-mode", "", "authorizers, in order: Node, RBAC, ABAC, Webhook, AlwaysAllow, AlwaysDeny (kube-apiserver's flag; default Node,RBAC); system:masters may do everything")
+	fs.StringVar(&cfg.Authentication.ConfigFile, "authentication-config", "", "an AuthenticationConfiguration file (apiserver.config.k8s.io, kube-apiserver's flag): JWT authenticators for OpenID Connect identity providers")
 	fs.StringVar(&cfg.Authorization.ConfigFile, "authorization-config", "", "an AuthorizationConfiguration file (apiserver.config.k8s.io, kube-apiserver's flag) instead of --authorization-mode")
 	fs.StringVar(&cfg.Audit.PolicyFile, "audit-policy-file", "", "audit policy (audit.k8s.io/v1 Policy, kube-apiserver's flag); with --audit-log-path, requests are audited")
 	fs.StringVar(&cfg.Audit.LogPath, "audit-log-path", "", "file the audit events go to as JSON lines ('-': standard output)")

@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -103,6 +104,8 @@ type ServerConfig struct {
 	// Authorization is --authorization-mode or --authorization-config:
 	// Node,RBAC by default.
 	Authorization AuthorizationConfig
+	// Authentication is --authentication-config: JWT authenticators (OIDC).
+	Authentication AuthenticationConfig
 	// DisallowPrivileged is --allow-privileged=false: pods may not run
 	// privileged containers (kube-apiserver's default; kubeadm and k3s
 	// allow them, as skiff does).
@@ -155,6 +158,18 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	if _, err := cfg.Authorization.options(); err != nil {
 		return err
+	}
+	var otherTokens []authenticator.Request
+	if cfg.Authentication.ConfigFile != "" {
+		issuer := cfg.ServiceAccountIssuer
+		if issuer == "" {
+			issuer = DefaultServiceAccountIssuer
+		}
+		jwt, err := newJWTAuthenticator(ctx, cfg.Authentication, []string{issuer}, authenticator.Audiences{issuer})
+		if err != nil {
+			return err
+		}
+		otherTokens = append(otherTokens, jwt)
 	}
 	auditor, err := newAuditor(cfg.Audit)
 	if err != nil {
@@ -246,7 +261,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	serverURL := "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 
 	catalog := registry.NewCatalog()
-	sa, err := newServiceAccounts(cfg.ServiceAccountIssuer, keys.ServiceAccountKey, serverURL, catalog)
+	sa, err := newServiceAccounts(cfg.ServiceAccountIssuer, keys.ServiceAccountKey, serverURL, catalog, otherTokens...)
 	if err != nil {
 		return err
 	}

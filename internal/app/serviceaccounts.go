@@ -34,8 +34,9 @@ type serviceAccounts struct {
 // defaults: the issuer is the API audience, no cap on lifetimes, pod-bound
 // tokens of the kubelet's default lifetime extended to a year. Tokens are
 // checked against the objects stored in catalog's resources. serverURL's
-// host is where the keys document is said to be.
-func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, catalog *registry.Catalog) (*serviceAccounts, error) {
+// host is where the keys document is said to be. otherTokens authenticate
+// the bearer tokens that are not service account tokens.
+func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, catalog *registry.Catalog, otherTokens ...authenticator.Request) (*serviceAccounts, error) {
 	if issuer == "" {
 		issuer = DefaultServiceAccountIssuer
 	}
@@ -58,6 +59,7 @@ func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, cata
 		Objects: authn.Objects(func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (runtime.Object, error) {
 			return getStored(ctx, catalog, gvr, namespace, name)
 		}),
+		Others: otherTokens,
 	})
 	if err != nil {
 		return nil, err

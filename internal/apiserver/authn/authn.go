@@ -1,7 +1,8 @@
 // Package authn authenticates the API server's requests as kube-apiserver
 // does: by a client certificate the TLS layer verified against the cluster
 // CA, else by a service account's bearer token, checked by upstream's
-// service account authenticator (k8s.io/kubernetes/pkg/serviceaccount).
+// service account authenticator (k8s.io/kubernetes/pkg/serviceaccount),
+// else by the other token authenticators the server is given.
 package authn
 
 import (
@@ -42,6 +43,10 @@ type Config struct {
 	// remembered: kube-apiserver's --token-success-cache-ttl, 10 s when
 	// zero, negative for none. Failures are not remembered, as there.
 	SuccessCacheTTL time.Duration
+	// Others authenticate the bearer tokens that are not service account
+	// tokens, in order (kube-apiserver's JWT authenticators of
+	// --authentication-config). Optional.
+	Others []authenticator.Request
 }
 
 // Authenticator authenticates requests; build it with New.
@@ -72,9 +77,10 @@ func New(cfg Config) (*Authenticator, error) {
 	if cfg.SuccessCacheTTL > 0 {
 		token = tokencache.New(token, true, cfg.SuccessCacheTTL, 0)
 	}
+	chain := append([]authenticator.Request{bearertoken.New(token), websocket.NewProtocolAuthenticator(token)}, cfg.Others...)
 	return &Authenticator{
 		auds:   cfg.APIAudiences,
-		tokens: group.NewAuthenticatedGroupAdder(union.New(bearertoken.New(token), websocket.NewProtocolAuthenticator(token))),
+		tokens: group.NewAuthenticatedGroupAdder(union.New(chain...)),
 	}, nil
 }
 

@@ -53,6 +53,8 @@ type Options struct {
 	NodeMonitorGracePeriod time.Duration
 	// Audit is skiff server's --audit-policy-file and --audit-log-*.
 	Audit app.AuditConfig
+	// AuthenticationConfig is skiff server --authentication-config.
+	AuthenticationConfig string
 }
 
 // Cluster is a running in-process control plane.
@@ -91,6 +93,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			EncryptionProviderConfig: opts.EncryptionProviderConfig,
 			DisableAdmissionPlugins:  opts.DisableAdmissionPlugins,
 			Audit:                    opts.Audit,
+			Authentication:           app.AuthenticationConfig{ConfigFile: opts.AuthenticationConfig},
 			ControllerManager: app.ControllerManagerConfig{
 				Controllers: opts.Controllers, NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 			},
