@@ -94,6 +94,11 @@ type Config struct {
 	// ImageFsStat reads the capacity and available bytes of the image
 	// filesystem the runtime reports; statfs when nil.
 	ImageFsStat func(mountpoint string) (capacity, available uint64, err error)
+	// ClusterDNS are the nameservers of ClusterFirst pods (--cluster-dns);
+	// when empty such pods get the node's resolver, as the kubelet does.
+	// ClusterDomain is the cluster's DNS domain (--cluster-domain).
+	ClusterDNS    []string
+	ClusterDomain string
 }
 
 // Kubelet runs the pods of one node. Build it with New, start it with Run.
