@@ -158,6 +158,11 @@ func New(cfg Config) (*Kubelet, error) {
 	case cfg.DataDir == "":
 		return nil, errors.New("kubelet: DataDir is required")
 	}
+	for _, ip := range cfg.ClusterDNS {
+		if net.ParseIP(ip) == nil {
+			return nil, fmt.Errorf("kubelet: cluster DNS %q is not an IP address", ip)
+		}
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
