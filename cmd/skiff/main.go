@@ -136,6 +136,8 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.StringVar(&cfg.NodeIP, "node-ip", "", "the local node's InternalIP (default: detected)")
 	var nodePortAddresses string
 	fs.BoolVar(&cfg.DisableKubeProxy, "disable-kube-proxy", false, "run no service proxy (kube-proxy) on the local node")
+	fs.StringVar(&cfg.ClusterDNS, "cluster-dns", "", "kubelet's --cluster-dns: comma-separated nameservers of ClusterFirst pods (default: none, such pods get the node's resolv.conf; 10.43.0.10 once skiff serves cluster DNS)")
+	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "kubelet's --cluster-domain: the cluster's DNS domain, searched by ClusterFirst pods")
 	fs.StringVar(&nodePortAddresses, "nodeport-addresses", "", "kube-proxy's --nodeport-addresses: CIDRs and keywords (primary, localhost, all) of the addresses NodePorts answer on (default: primary, the node's InternalIP)")
 	fs.BoolVar(&cfg.KubeProxyCleanupOnStop, "kube-proxy-cleanup-on-stop", false, "remove kube-proxy's nftables rules when the local node stops (by default they stay, so Services keep working across a restart)")
 	cfg.ImageGC = imageGCFlags(fs)
@@ -255,6 +257,8 @@ func runAgent(args []string) int {
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	var nodePortAddresses string
 	fs.BoolVar(&cfg.DisableKubeProxy, "disable-kube-proxy", false, "run no service proxy (kube-proxy) on this node")
+	fs.StringVar(&cfg.ClusterDNS, "cluster-dns", "", "kubelet's --cluster-dns: comma-separated nameservers of ClusterFirst pods (default: none, such pods get the node's resolv.conf; 10.43.0.10 once skiff serves cluster DNS)")
+	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "kubelet's --cluster-domain: the cluster's DNS domain, searched by ClusterFirst pods")
 	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "", "kube-proxy's --cluster-cidr: the cluster's pod range, whose traffic is the cluster's own (default: traffic from this node's pod bridge is)")
 	fs.StringVar(&nodePortAddresses, "nodeport-addresses", "", "kube-proxy's --nodeport-addresses: CIDRs and keywords (primary, localhost, all) of the addresses NodePorts answer on (default: primary, the node's InternalIP)")
 	fs.BoolVar(&cfg.KubeProxyCleanupOnStop, "kube-proxy-cleanup-on-stop", false, "remove kube-proxy's nftables rules when the agent stops (by default they stay, so Services keep working across a restart)")

@@ -171,3 +171,25 @@ func TestParseSecretsEncryptFlags(t *testing.T) {
 		})
 	}
 }
+
+func TestDNSFlags(t *testing.T) {
+	tests := []struct {
+		name              string
+		args              []string
+		wantDNS, wantDomn string
+	}{
+		{name: "defaults", wantDomn: "cluster.local"},
+		{name: "set", args: []string{"--cluster-dns", "10.43.0.10", "--cluster-domain", "example.internal"}, wantDNS: "10.43.0.10", wantDomn: "example.internal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseServerFlags(tt.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ClusterDNS != tt.wantDNS || cfg.ClusterDomain != tt.wantDomn {
+				t.Errorf("server: cluster DNS %q domain %q, want %q %q", cfg.ClusterDNS, cfg.ClusterDomain, tt.wantDNS, tt.wantDomn)
+			}
+		})
+	}
+}

@@ -67,6 +67,10 @@ type AgentConfig struct {
 	// defaults when nil.
 	ImageGC  *kubelet.ImageGCPolicy
 	LogLevel string
+	// ClusterDNS (comma-separated) and ClusterDomain are the kubelet's
+	// --cluster-dns and --cluster-domain.
+	ClusterDNS    string
+	ClusterDomain string
 	// DisableKubeProxy runs no service proxy on the node (k3s's
 	// --disable-kube-proxy): Services reach nothing from it.
 	DisableKubeProxy bool
@@ -174,6 +178,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		NodeName:    cfg.NodeName, Client: client, Runtime: conn.Runtime, Images: conn.Images,
 		DataDir: filepath.Join(agentDir, "kubelet"), PodCIDR: cfg.PodCIDR, OnPodCIDR: onPodCIDR,
 		NodeLabels: cfg.NodeLabels, RegisterWithTaints: cfg.Taints, NodeIP: cfg.NodeIP,
+		ClusterDNS: splitList(cfg.ClusterDNS), ClusterDomain: cfg.ClusterDomain,
 		Version: Version().GitVersion, ImageGC: cfg.ImageGC, PinnedImages: []string{cri.PauseImage},
 	})
 	if err != nil {
@@ -225,13 +230,14 @@ func newKubeProxy(cfg AgentConfig, rc *rest.Config) (*kubeproxy.Proxy, error) {
 		bridge = cri.DefaultBridge
 	}
 	return kubeproxy.New(kubeproxy.Config{
-		NodeName: cfg.NodeName, ClusterCIDRs: splitCIDRs(cfg.ClusterCIDR), Bridge: bridge,
+		NodeName: cfg.NodeName, ClusterCIDRs: splitList(cfg.ClusterCIDR), Bridge: bridge,
 		NodePortAddresses: cfg.NodePortAddresses, CleanupOnStop: cfg.KubeProxyCleanupOnStop,
 	}, client)
 }
 
-// splitCIDRs splits a comma-separated CIDR list, dropping empty items.
-func splitCIDRs(s string) []string {
+// splitList splits a comma-separated list (CIDRs, addresses), dropping
+// empty items.
+func splitList(s string) []string {
 	var out []string
 	for _, c := range strings.Split(s, ",") {
 		if c = strings.TrimSpace(c); c != "" {

@@ -120,7 +120,10 @@ type ServerConfig struct {
 	// DisableKubeProxy, NodePortAddresses and KubeProxyCleanupOnStop are
 	// the local agent's (AgentConfig); its kube-proxy takes
 	// ControllerManager.ClusterCIDR as its --cluster-cidr.
-	DisableKubeProxy       bool
+	DisableKubeProxy bool
+	// ClusterDNS and ClusterDomain are the local kubelet's (AgentConfig).
+	ClusterDNS             string
+	ClusterDomain          string
 	NodePortAddresses      []string
 	KubeProxyCleanupOnStop bool
 }
@@ -472,6 +475,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 					NodeLabels: cfg.NodeLabels, Taints: cfg.Taints,
 					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR, CNIBridge: cfg.CNIBridge, KubeletPort: cfg.KubeletPort,
 					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel, NodeIP: cfg.NodeIP,
+					ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
 					DisableKubeProxy: cfg.DisableKubeProxy, ClusterCIDR: cfg.ControllerManager.ClusterCIDR,
 					NodePortAddresses: cfg.NodePortAddresses, KubeProxyCleanupOnStop: cfg.KubeProxyCleanupOnStop,
 				})

@@ -1,7 +1,6 @@
 package kubelet
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -116,50 +115,20 @@ func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
 	return ns
 }
 
-// dnsConfig follows dnsPolicy; without a cluster DNS service ClusterFirst
-// falls back to the node's resolv.conf, as the kubelet does.
+// dnsConfig is the pod's resolver configuration (see podDNSConfig) with
+// the node's /etc/resolv.conf as the host's.
 func (k *Kubelet) dnsConfig(pod *corev1.Pod) *runtimeapi.DNSConfig {
-	cfg := &runtimeapi.DNSConfig{}
-	if pod.Spec.DNSPolicy != corev1.DNSNone {
-		cfg = hostResolvConf()
-	}
-	if dc := pod.Spec.DNSConfig; dc != nil {
-		cfg.Servers = append(cfg.Servers, dc.Nameservers...)
-		cfg.Searches = append(cfg.Searches, dc.Searches...)
-		for _, o := range dc.Options {
-			opt := o.Name
-			if o.Value != nil {
-				opt += ":" + *o.Value
-			}
-			cfg.Options = append(cfg.Options, opt)
-		}
-	}
-	return cfg
+	return podDNSConfig(pod, k.cfg.ClusterDNS, k.cfg.ClusterDomain, hostResolvConf())
 }
 
+// hostResolvConf is the node's /etc/resolv.conf; empty when unreadable.
 func hostResolvConf() *runtimeapi.DNSConfig {
-	cfg := &runtimeapi.DNSConfig{}
 	f, err := os.Open("/etc/resolv.conf")
 	if err != nil {
-		return cfg
+		return &runtimeapi.DNSConfig{}
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 2 || strings.HasPrefix(fs[0], "#") {
-			continue
-		}
-		switch fs[0] {
-		case "nameserver":
-			cfg.Servers = append(cfg.Servers, fs[1])
-		case "search":
-			cfg.Searches = append(cfg.Searches, fs[1:]...)
-		case "options":
-			cfg.Options = append(cfg.Options, fs[1:]...)
-		}
-	}
-	return cfg
+	return parseResolvConf(f)
 }
 
 // containerConfig is the CRI config of one container start.

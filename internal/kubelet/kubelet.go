@@ -94,6 +94,11 @@ type Config struct {
 	// ImageFsStat reads the capacity and available bytes of the image
 	// filesystem the runtime reports; statfs when nil.
 	ImageFsStat func(mountpoint string) (capacity, available uint64, err error)
+	// ClusterDNS are the nameservers of ClusterFirst pods (--cluster-dns);
+	// when empty such pods get the node's resolver, as the kubelet does.
+	// ClusterDomain is the cluster's DNS domain (--cluster-domain).
+	ClusterDNS    []string
+	ClusterDomain string
 }
 
 // Kubelet runs the pods of one node. Build it with New, start it with Run.
@@ -152,6 +157,11 @@ func New(cfg Config) (*Kubelet, error) {
 		return nil, errors.New("kubelet: Runtime and Images are required")
 	case cfg.DataDir == "":
 		return nil, errors.New("kubelet: DataDir is required")
+	}
+	for _, ip := range cfg.ClusterDNS {
+		if net.ParseIP(ip) == nil {
+			return nil, fmt.Errorf("kubelet: cluster DNS %q is not an IP address", ip)
+		}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
