@@ -30,6 +30,8 @@ Usage:
                            print a kubeconfig for a user, signed by the local server's CA
   skiff secrets-encrypt status|rotate [flags]
                            show how Secrets are encrypted at rest; rotate the key (server stopped)
+  skiff token create [--ttl 24h] [--description D]
+                           create a join token (bootstrap token Secret) and print it
   skiff version            print the version
 
 Run 'skiff server -h' for the server's flags.
@@ -51,6 +53,8 @@ func main() {
 		os.Exit(runKubeconfig(os.Args[2:], os.Stdout, os.Stderr))
 	case "secrets-encrypt":
 		os.Exit(runSecretsEncrypt(os.Args[2:]))
+	case "token":
+		os.Exit(runToken(os.Args[2:], os.Stdout, os.Stderr))
 	case "version", "--version":
 		fmt.Println(app.Version().GitVersion)
 	case "-h", "--help", "help":
@@ -338,6 +342,37 @@ func runKubeconfig(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	_, _ = stdout.Write(data)
+	return 0
+}
+
+func runToken(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "create" {
+		fmt.Fprintln(stderr, "usage: skiff token create [--ttl 24h] [--description D] [--data-dir D]")
+		return 2
+	}
+	fs := flag.NewFlagSet("skiff token create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", app.DefaultDataDir(), "the server's data directory (its admin kubeconfig and CA)")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid; 0 for ever")
+	description := fs.String("description", "", "a human-readable description kept in the token's Secret")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "skiff token create: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tok, err := app.CreateJoinToken(ctx, *dataDir, *ttl, *description, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "skiff token create: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, tok)
 	return 0
 }
 
