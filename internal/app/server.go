@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/websocket"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -162,7 +164,17 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if _, err := cfg.Authorization.options(); err != nil {
 		return err
 	}
-	var otherTokens []authenticator.Request
+	// Bootstrap tokens first, then JWT authenticators (kube-apiserver's
+	// order after service account tokens).
+	bootstrapTokenAuth := &bootstrapTokens{}
+	apiAudiences := authenticator.Audiences{DefaultServiceAccountIssuer}
+	if cfg.ServiceAccountIssuer != "" {
+		apiAudiences = authenticator.Audiences{cfg.ServiceAccountIssuer}
+	}
+	otherTokens := []authenticator.Request{
+		bearertoken.New(authenticator.WrapAudienceAgnosticToken(apiAudiences, bootstrapTokenAuth)),
+		websocket.NewProtocolAuthenticator(authenticator.WrapAudienceAgnosticToken(apiAudiences, bootstrapTokenAuth)),
+	}
 	if cfg.Authentication.ConfigFile != "" {
 		issuer := cfg.ServiceAccountIssuer
 		if issuer == "" {
@@ -299,6 +311,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	// One informer factory for the authorizers and the admission plugins.
 	apiInformers := informers.NewSharedInformerFactory(loopbackClient, 0)
+	bootstrapTokenAuth.use(apiInformers)
 	authz, ruleResolver, err := newAuthorizer(ctx, cfg.Authorization, apiInformers, "skiff")
 	if err != nil {
 		return err
@@ -421,6 +434,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		// exist, and the authorizer sees them, before the components they
 		// authorize start (kube-apiserver is not ready before either).
 		if err := ensureRBACPolicy(gctx, loopback); err != nil {
+			return err
+		}
+		if err := ensureNodeBootstrapBindings(gctx, cs); err != nil {
 			return err
 		}
 		apiInformers.WaitForCacheSync(gctx.Done())
