@@ -120,7 +120,7 @@ func newTypedDocs(resources []*registry.Resource, q *queryParams) (*typedDocs, e
 		return nil, err
 	}
 	namer := newDefinitionNamer(scheme)
-	defs := v3Definitions(namer)
+	defs, defName := sharedV3Definitions(namer)
 	// Check up front what the lazy builders would otherwise fail on.
 	for _, r := range resources {
 		obj, list, err := samples(r)
@@ -178,7 +178,7 @@ func newTypedDocs(resources []*registry.Resource, q *queryParams) (*typedDocs, e
 		t.v3[gv] = cached.Func(func() (*spec3.OpenAPI, string, error) {
 			building.Lock()
 			defer building.Unlock()
-			doc, err := builder3.BuildOpenAPISpecFromRoutes([]common.RouteContainer{c}, v3Config(defs, namer))
+			doc, err := builder3.BuildOpenAPISpecFromRoutes([]common.RouteContainer{c}, v3Config(defs, defName))
 			if err != nil {
 				return nil, "", fmt.Errorf("openapi v3 %s: %w", gv, err)
 			}
@@ -409,13 +409,57 @@ func v3Definitions(namer *definitionNamer) map[string]common.OpenAPIDefinition {
 	})
 }
 
+// sharedV3Definitions are definitions that documents built concurrently
+// share. builder3 starts each schema from its definition's extension map
+// and writes into it (the name's extensions added, the embedded v2 schema
+// deleted), which races with the marshaling of a document built before
+// from the same map. So the definitions keep no extensions: the
+// returned name func gives each definition's own (less the v2 schema) with
+// the namer's on top, in a map of its own each time, which builder3 copies
+// into a new one.
+func sharedV3Definitions(namer *definitionNamer) (map[string]common.OpenAPIDefinition, func(string) (string, spec.Extensions)) {
+	defs := v3Definitions(namer)
+	own := map[string]spec.Extensions{}
+	for name, d := range defs {
+		if d.Schema.Extensions == nil {
+			continue
+		}
+		ext := spec.Extensions{}
+		for k, v := range d.Schema.Extensions {
+			if k != common.ExtensionV2Schema {
+				ext[k] = v
+			}
+		}
+		if len(ext) > 0 {
+			own[name] = ext
+		}
+		d.Schema.Extensions = nil
+		defs[name] = d
+	}
+	return defs, func(name string) (string, spec.Extensions) {
+		n, ext := namer.name(name)
+		o, ok := own[name]
+		if !ok {
+			return n, ext
+		}
+		merged := make(spec.Extensions, len(o)+len(ext))
+		for k, v := range o {
+			merged[k] = v
+		}
+		for k, v := range ext {
+			merged[k] = v
+		}
+		return n, merged
+	}
+}
+
 // v3Config is the OpenAPI 3 builder configuration over the given
 // definitions (whose references point into #/components/schemas).
-func v3Config(defs map[string]common.OpenAPIDefinition, namer *definitionNamer) *common.OpenAPIV3Config {
+func v3Config(defs map[string]common.OpenAPIDefinition, name func(string) (string, spec.Extensions)) *common.OpenAPIV3Config {
 	return &common.OpenAPIV3Config{
 		Info:                           info,
 		Definitions:                    defs,
-		GetDefinitionName:              namer.name,
+		GetDefinitionName:              name,
 		GetOperationIDAndTagsFromRoute: operationIDAndTags,
 		CommonResponses: map[int]*spec3.Response{
 			http.StatusUnauthorized: {ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}},
