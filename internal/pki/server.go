@@ -155,14 +155,7 @@ func (p *ServerPKI) NodeRESTConfig(serverURL, nodeName string) (*rest.Config, er
 	if err != nil {
 		return nil, fmt.Errorf("node %s client certificate: %w", nodeName, err)
 	}
-	return &rest.Config{
-		Host: serverURL,
-		TLSClientConfig: rest.TLSClientConfig{
-			CAData:   p.CA.CertPEM,
-			CertFile: certFile,
-			KeyFile:  keyFile,
-		},
-	}, nil
+	return p.clientConfig(serverURL, certFile, keyFile), nil
 }
 
 // KubeProxyRESTConfig returns a client-go configuration for serverURL with kube-proxy's
@@ -174,14 +167,7 @@ func (p *ServerPKI) KubeProxyRESTConfig(serverURL string) (*rest.Config, error) 
 	if err != nil {
 		return nil, fmt.Errorf("kube-proxy client certificate: %w", err)
 	}
-	return &rest.Config{
-		Host: serverURL,
-		TLSClientConfig: rest.TLSClientConfig{
-			CAData:   p.CA.CertPEM,
-			CertFile: certFile,
-			KeyFile:  keyFile,
-		},
-	}, nil
+	return p.clientConfig(serverURL, certFile, keyFile), nil
 }
 
 // KubeProxyUser is kube-proxy's user name.
@@ -204,4 +190,17 @@ var ServingCipherSuites = []uint16{
 	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
 	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
 	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// clientConfig is a client-go configuration for serverURL trusting the CA,
+// authenticated by the certificate pair in certFile and keyFile.
+func (p *ServerPKI) clientConfig(serverURL, certFile, keyFile string) *rest.Config {
+	return &rest.Config{
+		Host: serverURL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   p.CA.CertPEM,
+			CertFile: certFile,
+			KeyFile:  keyFile,
+		},
+	}
 }
