@@ -177,9 +177,15 @@ func TestDNSFlags(t *testing.T) {
 		name              string
 		args              []string
 		wantDNS, wantDomn string
+		wantDisable       bool
+		wantPort          int
 	}{
-		{name: "defaults", wantDomn: "cluster.local"},
-		{name: "set", args: []string{"--cluster-dns", "10.43.0.10", "--cluster-domain", "example.internal"}, wantDNS: "10.43.0.10", wantDomn: "example.internal"},
+		// The server's kubelet gets the kube-dns Service's IP (RunServer
+		// fills it in) unless DNS is disabled.
+		{name: "defaults", wantDomn: "cluster.local", wantPort: 10053},
+		{name: "set", args: []string{"--cluster-dns", "10.43.0.10", "--cluster-domain", "example.internal"}, wantDNS: "10.43.0.10", wantDomn: "example.internal", wantPort: 10053},
+		{name: "port", args: []string{"--cluster-dns-port", "0"}, wantDomn: "cluster.local", wantPort: 0},
+		{name: "disabled", args: []string{"--disable-cluster-dns"}, wantDomn: "cluster.local", wantDisable: true, wantPort: 10053},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,6 +195,9 @@ func TestDNSFlags(t *testing.T) {
 			}
 			if cfg.ClusterDNS != tt.wantDNS || cfg.ClusterDomain != tt.wantDomn {
 				t.Errorf("server: cluster DNS %q domain %q, want %q %q", cfg.ClusterDNS, cfg.ClusterDomain, tt.wantDNS, tt.wantDomn)
+			}
+			if cfg.DNS.Disable != tt.wantDisable || cfg.DNS.Port != tt.wantPort {
+				t.Errorf("server: DNS %+v, want disabled %v port %d", cfg.DNS, tt.wantDisable, tt.wantPort)
 			}
 		})
 	}

@@ -123,11 +123,16 @@ type ServerConfig struct {
 	// the local agent's (AgentConfig); its kube-proxy takes
 	// ControllerManager.ClusterCIDR as its --cluster-cidr.
 	DisableKubeProxy bool
-	// ClusterDNS and ClusterDomain are the local kubelet's (AgentConfig).
+	// ClusterDNS and ClusterDomain are the local kubelet's (AgentConfig);
+	// ClusterDNS is ClusterDNSServiceIP when empty and the server serves
+	// DNS.
 	ClusterDNS             string
 	ClusterDomain          string
 	NodePortAddresses      []string
 	KubeProxyCleanupOnStop bool
+	// DNS is how the server serves the cluster's DNS (CoreDNS at the
+	// kube-dns Service).
+	DNS ClusterDNSConfig
 }
 
 // DefaultServiceAccountIssuer is the service account token issuer of a
@@ -464,11 +469,20 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
 			return err
 		}
-		if !cfg.DisableAgent {
-			nodeName, err := nodeNameOrHost(cfg.NodeName)
-			if err != nil {
-				return err
+		nodeName, err := nodeNameOrHost(cfg.NodeName)
+		if err != nil {
+			return err
+		}
+		clusterDNS := cfg.ClusterDNS
+		if !cfg.DNS.Disable {
+			if clusterDNS == "" {
+				clusterDNS = ClusterDNSServiceIP
 			}
+			g.Go(func() error {
+				return runClusterDNS(gctx, cs, keys, serverURL, nodeName, cfg.NodeIP, cfg.ClusterDomain, cfg.DNS)
+			})
+		}
+		if !cfg.DisableAgent {
 			// The local kubelet is a node like any other: the node
 			// authorizer and NodeRestriction hold it to its own Node and
 			// pods.
@@ -491,7 +505,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 					NodeLabels: cfg.NodeLabels, Taints: cfg.Taints,
 					ContainerRuntimeEndpoint: cfg.ContainerRuntimeEndpoint, PodCIDR: cfg.PodCIDR, CNIBridge: cfg.CNIBridge, KubeletPort: cfg.KubeletPort,
 					ImageGC: cfg.ImageGC, LogLevel: cfg.LogLevel, NodeIP: cfg.NodeIP,
-					ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain,
+					ClusterDNS: clusterDNS, ClusterDomain: cfg.ClusterDomain,
 					DisableKubeProxy: cfg.DisableKubeProxy, ClusterCIDR: cfg.ControllerManager.ClusterCIDR,
 					NodePortAddresses: cfg.NodePortAddresses, KubeProxyCleanupOnStop: cfg.KubeProxyCleanupOnStop,
 				})

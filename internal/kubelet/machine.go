@@ -112,12 +112,18 @@ func readTrim(path string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// nodeIP is the configured address, else the first non-loopback IPv4
-// address of an interface that is up, else 127.0.0.1.
+// nodeIP is the configured address, else DetectNodeIP's.
 func (k *Kubelet) nodeIP() string {
 	if k.cfg.NodeIP != "" {
 		return k.cfg.NodeIP
 	}
+	return DetectNodeIP()
+}
+
+// DetectNodeIP is the address a kubelet not told one reports as its
+// node's InternalIP: the first IPv4 address of an interface that is up,
+// neither loopback nor a pod bridge, veth or docker's; else 127.0.0.1.
+func DetectNodeIP() string {
 	ifaces, _ := net.Interfaces()
 	for _, iface := range ifaces {
 		if iface.Flags&net.FlagUp == 0 || iface.Flags&net.FlagLoopback != 0 {

@@ -170,6 +170,34 @@ func (p *ServerPKI) KubeProxyRESTConfig(serverURL string) (*rest.Config, error) 
 	return p.clientConfig(serverURL, certFile, keyFile), nil
 }
 
+// WriteCoreDNSKubeconfig writes a kubeconfig for serverURL with CoreDNS's
+// identity, CN=system:coredns, to Dir/coredns.kubeconfig (mode 0600) and
+// returns its path. The pair is kept in Dir/coredns.crt and .key (see
+// EnsureClientCert for when it is reissued).
+func (p *ServerPKI) WriteCoreDNSKubeconfig(serverURL string) (string, error) {
+	certFile, keyFile, err := p.CA.EnsureClientCert(p.Dir, "coredns", CoreDNSUser, nil)
+	if err != nil {
+		return "", fmt.Errorf("coredns client certificate: %w", err)
+	}
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return "", fmt.Errorf("coredns kubeconfig: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return "", fmt.Errorf("coredns kubeconfig: %w", err)
+	}
+	path := filepath.Join(p.Dir, "coredns.kubeconfig")
+	if err := WriteKubeconfig(path, serverURL, p.CA.CertPEM, certPEM, keyPEM, "", ""); err != nil {
+		return "", fmt.Errorf("coredns kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
+// CoreDNSUser is the cluster DNS server's user name, bound to the
+// system:coredns ClusterRole (kubeadm's role for CoreDNS).
+const CoreDNSUser = "system:coredns"
+
 // KubeProxyUser is kube-proxy's user name.
 const KubeProxyUser = "system:kube-proxy"
 

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +76,9 @@ func TestServices(t *testing.T) {
 			Selector: map[string]string{"name": "web-1"}, Ports: []corev1.ServicePort{port}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "empty"}, Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"name": "nobody"}, Ports: []corev1.ServicePort{port}}},
+		// Headless, the web pods' subdomain: DNS names each pod.
+		{ObjectMeta: metav1.ObjectMeta{Name: "webs"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
+			Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{port}}},
 	}
 	ips := map[string]string{}
 	var nodePort int32
@@ -92,7 +97,7 @@ func TestServices(t *testing.T) {
 	serve := "mkdir -p /www && echo hello-from-$(hostname) > /www/index.html && exec httpd -f -p 8080 -h /www"
 	for _, name := range []string{"web-1", "web-2"} {
 		createPod(t, cs, ns, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web", "name": name}},
-			Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "web", Image: image,
+			Spec: corev1.PodSpec{NodeName: node.Name, Hostname: name, Subdomain: "webs", Containers: []corev1.Container{{Name: "web", Image: image,
 				Command: []string{"sh", "-c", serve}, Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
 				ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
 					HTTPGet: &corev1.HTTPGetAction{Path: "/index.html", Port: intstr.FromInt32(8080)}}}}}}})
@@ -213,6 +218,56 @@ func TestServices(t *testing.T) {
 		_, stderr, err = k.run("exec", "-n", ns, "client", "--", "timeout", "10", "wget", "-q", "-O-", "http://10.43.0.1:443/version")
 		if err == nil || !strings.Contains(stderr, "400 Bad Request") {
 			t.Errorf("GET http://10.43.0.1:443/version from a pod: %v: %q; want the API server's 400 Bad Request to plain HTTP", err, stderr)
+		}
+	})
+
+	t.Run("cluster DNS", func(t *testing.T) {
+		// The kubelet points ClusterFirst pods at the kube-dns Service,
+		// whose endpoint is the server's CoreDNS.
+		out, stderr, err := k.run("exec", "-n", ns, "client", "--", "cat", "/etc/resolv.conf")
+		if err != nil {
+			t.Fatalf("exec: %v: %s", err, stderr)
+		}
+		for _, line := range []string{"nameserver 10.43.0.10", "search svc.svc.cluster.local svc.cluster.local cluster.local", "options ndots:5"} {
+			if !slices.Contains(strings.Split(out, "\n"), line) {
+				t.Errorf("the client's resolv.conf has no line %q:\n%s", line, out)
+			}
+		}
+		lookups := []struct{ args, want []string }{
+			{[]string{"kubernetes.default.svc.cluster.local"}, []string{"Address: 10.43.0.1"}},
+			{[]string{"web.svc.svc.cluster.local"}, []string{"Address: " + ips["web"]}},
+			{[]string{"-type=srv", "_http._tcp.web.svc.svc.cluster.local"}, []string{"web.svc.svc.cluster.local", "80"}},
+			// The headless Service: its pods, and each by hostname.
+			{[]string{"webs.svc.svc.cluster.local"}, []string{"Address: " + podIP(t, cs, ns, "web-1"), "Address: " + podIP(t, cs, ns, "web-2")}},
+			{[]string{"web-2.webs.svc.svc.cluster.local"}, []string{"Address: " + podIP(t, cs, ns, "web-2")}},
+			// A pod's own record, by its dashed IP.
+			{[]string{strings.ReplaceAll(podIP(t, cs, ns, "web-1"), ".", "-") + ".svc.pod.cluster.local"}, []string{"Address: " + podIP(t, cs, ns, "web-1")}},
+		}
+		for _, l := range lookups {
+			var out, stderr string
+			var err error
+			// The kube-dns rules and CoreDNS's informers may lag the
+			// Services by a moment.
+			for i := 0; i < 20; i++ {
+				out, stderr, err = k.run(append([]string{"exec", "-n", ns, "client", "--", "timeout", "10", "nslookup"}, l.args...)...)
+				if err == nil && containsAll(out, l.want) {
+					break
+				}
+				<-time.After(500 * time.Millisecond)
+			}
+			if err != nil || !containsAll(out, l.want) {
+				t.Errorf("nslookup %s in a pod: %v: %s%s; want %q", strings.Join(l.args, " "), err, out, stderr, l.want)
+			}
+		}
+		// A short name through the search path and the C library's
+		// resolver: wget by Service name.
+		if body, err := get("client", "http://web/index.html"); err != nil || !strings.HasPrefix(body, "hello-from-web-") {
+			t.Errorf("wget http://web/index.html from a pod: %q, %v; want an answer of web-1 or web-2", body, err)
+		}
+		// Names that do not exist get NXDOMAIN.
+		out, stderr, err = k.run("exec", "-n", ns, "client", "--", "timeout", "10", "nslookup", "nothere.svc.svc.cluster.local")
+		if err == nil || !strings.Contains(out+stderr, "NXDOMAIN") {
+			t.Errorf("nslookup of a missing name in a pod: %v: %s%s; want NXDOMAIN", err, out, stderr)
 		}
 	})
 
@@ -370,4 +425,24 @@ func hasPositiveSample(text, series string) bool {
 // hostPort joins an address and port.
 func hostPort(addr string, port int32) string {
 	return netip.AddrPortFrom(netip.MustParseAddr(addr), uint16(port)).String()
+}
+
+// containsAll says whether s contains every one of subs.
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// podIP is pod's IP.
+func podIP(t *testing.T, cs kubernetes.Interface, ns, pod string) string {
+	t.Helper()
+	p, err := cs.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Status.PodIP
 }

@@ -176,6 +176,10 @@ func (s *Server) Args() []string {
 		args = append(args, "--disable-agent")
 	}
 	args = append(args, kubeProxyArgs(s.opts)...)
+	// Cluster DNS on a free port: servers side by side share the node's IP.
+	if !slices.Contains(s.opts.ExtraArgs, "--cluster-dns-port") && !slices.Contains(s.opts.ExtraArgs, "--disable-cluster-dns") {
+		args = append(args, "--cluster-dns-port", "0")
+	}
 	return append(args, s.opts.ExtraArgs...)
 }
 

@@ -55,6 +55,9 @@ type Options struct {
 	Audit app.AuditConfig
 	// AuthenticationConfig is skiff server --authentication-config.
 	AuthenticationConfig string
+	// ClusterDNS serves cluster DNS (CoreDNS, at the node's IP on a free
+	// port, and the kube-dns Service); off by default.
+	ClusterDNS bool
 }
 
 // Cluster is a running in-process control plane.
@@ -83,6 +86,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			BindAddress:              "127.0.0.1",
 			SecurePort:               0,
 			DisableAgent:             true,
+			DNS:                      app.ClusterDNSConfig{Disable: !opts.ClusterDNS},
 			DisableScheduler:         opts.DisableScheduler,
 			LogLevel:                 "error",
 			UnsafeNoFsync:            !opts.Fsync,

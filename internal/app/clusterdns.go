@@ -1,0 +1,224 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/clusterdns"
+	"github.com/skiff-sh/skiff/internal/kubelet"
+	"github.com/skiff-sh/skiff/internal/pki"
+)
+
+// ClusterDNSConfig is how the server serves the cluster's DNS.
+type ClusterDNSConfig struct {
+	// Disable serves none (--disable-cluster-dns): the kube-dns Service
+	// is neither created nor given endpoints.
+	Disable bool
+	// Port is the port CoreDNS listens on at the node's IP, UDP and TCP
+	// (--cluster-dns-port; 0 picks a free one). Pods do not use it: they
+	// query the kube-dns Service's port 53, which kube-proxy forwards here.
+	Port int
+}
+
+// DefaultClusterDNSPort is the port CoreDNS listens on at the node's IP
+// unless told another: not 53, which a DNS server of the host may hold on
+// all its addresses.
+const DefaultClusterDNSPort = 10053
+
+// ClusterDNSServiceIP is the kube-dns Service's cluster IP, the tenth of
+// the service range (k3s's and kubeadm's choice), and the nameserver of
+// pods with dnsPolicy ClusterFirst unless --cluster-dns says another.
+const ClusterDNSServiceIP = "10.43.0.10"
+
+const (
+	kubeDNSService = "kube-dns"
+	// kubeDNSManagedBy marks the EndpointSlices the server keeps for the
+	// kube-dns Service: neither the EndpointSlice controller nor the
+	// mirroring controller touches slices of another manager.
+	kubeDNSManagedBy = "skiff"
+	coreDNSRole      = "system:coredns"
+)
+
+// coreDNSClusterRole is kubeadm's ClusterRole for CoreDNS: what its
+// kubernetes plugin lists and watches.
+func coreDNSClusterRole() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: coreDNSRole, Labels: map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		},
+	}
+}
+
+func coreDNSClusterRoleBinding() *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: coreDNSRole, Labels: map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: coreDNSRole},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: pki.CoreDNSUser}},
+	}
+}
+
+// kubeDNSServiceObject is kubeadm's kube-dns Service but for its selector:
+// its endpoints are the servers' CoreDNS, kept by the servers, not pods.
+func kubeDNSServiceObject() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: kubeDNSService, Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{
+				"k8s-app":                       kubeDNSService,
+				"kubernetes.io/cluster-service": "true",
+				"kubernetes.io/name":            "CoreDNS",
+			},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: ClusterDNSServiceIP,
+			Ports: []corev1.ServicePort{
+				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
+			},
+		},
+	}
+}
+
+// kubeDNSEndpointSlice is this server's endpoint of the kube-dns Service:
+// its CoreDNS at ip:port on node nodeName.
+func kubeDNSEndpointSlice(nodeName string, ip net.IP, port int32) *discoveryv1.EndpointSlice {
+	addressType := discoveryv1.AddressTypeIPv4
+	if ip.To4() == nil {
+		addressType = discoveryv1.AddressTypeIPv6
+	}
+	ep := discoveryv1.Endpoint{
+		Addresses:  []string{ip.String()},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+	}
+	if nodeName != "" {
+		ep.NodeName = ptr.To(nodeName)
+	}
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: kubeDNSService + "-" + nodeName, Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{
+				discoveryv1.LabelServiceName: kubeDNSService,
+				discoveryv1.LabelManagedBy:   kubeDNSManagedBy,
+			},
+		},
+		AddressType: addressType,
+		Endpoints:   []discoveryv1.Endpoint{ep},
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To("dns"), Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(port)},
+			{Name: ptr.To("dns-tcp"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(port)},
+		},
+	}
+}
+
+// runClusterDNS serves the cluster's DNS until ctx ends: CoreDNS
+// (internal/clusterdns) at the node's IP, reading the API as
+// system:coredns, and the kube-dns Service in kube-system with an
+// EndpointSlice naming it. nodeName names the slice ("" for a server
+// without a node: the host name is used).
+func runClusterDNS(ctx context.Context, cs kubernetes.Interface, keys *pki.ServerPKI, serverURL, nodeName, nodeIP, domain string, cfg ClusterDNSConfig) error {
+	if nodeIP == "" {
+		nodeIP = kubelet.DetectNodeIP()
+	}
+	ip := net.ParseIP(nodeIP)
+	if ip == nil {
+		return fmt.Errorf("cluster DNS: node IP %q is not an IP address", nodeIP)
+	}
+	if ip.IsLoopback() {
+		slog.Warn("cluster DNS listens on loopback: the host has no other address, pods cannot reach it", "address", nodeIP)
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, coreDNSClusterRole(), metav1.CreateOptions{FieldManager: "skiff"}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cluster DNS: clusterrole %s: %w", coreDNSRole, err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, coreDNSClusterRoleBinding(), metav1.CreateOptions{FieldManager: "skiff"}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cluster DNS: clusterrolebinding %s: %w", coreDNSRole, err)
+	}
+	kubeconfig, err := keys.WriteCoreDNSKubeconfig(serverURL)
+	if err != nil {
+		return err
+	}
+	srv, err := clusterdns.Start(clusterdns.Config{
+		Kubeconfig: kubeconfig, KubeconfigContext: pki.DefaultKubeconfigName,
+		Address: ip.String(), Port: cfg.Port, Domain: domain,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			slog.Warn("cluster DNS: stop", "err", err)
+		}
+	}()
+	slog.Info("cluster DNS is serving", "address", net.JoinHostPort(ip.String(), fmt.Sprint(srv.Port())), "service", metav1.NamespaceSystem+"/"+kubeDNSService, "clusterIP", ClusterDNSServiceIP)
+	slice := kubeDNSEndpointSlice(nodeName, ip, int32(srv.Port()))
+	// The Service and the slice are put back if deleted, as the
+	// `kubernetes` Service is.
+	for {
+		if err := ensureKubeDNS(ctx, cs, slice); err != nil && ctx.Err() == nil {
+			slog.Warn("cluster DNS: kube-dns Service", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Second):
+		}
+	}
+}
+
+// ensureKubeDNS creates the kube-dns Service when missing (an existing one
+// is left as it is: an administrator's changes stay) and creates or
+// corrects slice.
+func ensureKubeDNS(ctx context.Context, cs kubernetes.Interface, slice *discoveryv1.EndpointSlice) error {
+	svc := kubeDNSServiceObject()
+	if _, err := cs.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		if _, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: "skiff"}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+	} else if err != nil {
+		return err
+	}
+	slices := cs.DiscoveryV1().EndpointSlices(slice.Namespace)
+	cur, err := slices.Get(ctx, slice.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = slices.Create(ctx, slice, metav1.CreateOptions{FieldManager: "skiff"})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if apiequality.Semantic.DeepEqual(cur.Endpoints, slice.Endpoints) && apiequality.Semantic.DeepEqual(cur.Ports, slice.Ports) &&
+		cur.AddressType == slice.AddressType && cur.Labels[discoveryv1.LabelServiceName] == kubeDNSService && cur.Labels[discoveryv1.LabelManagedBy] == kubeDNSManagedBy {
+		return nil
+	}
+	if cur.AddressType != slice.AddressType {
+		// The address type cannot change: replace the slice.
+		if err := slices.Delete(ctx, slice.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		_, err = slices.Create(ctx, slice, metav1.CreateOptions{FieldManager: "skiff"})
+		return err
+	}
+	next := cur.DeepCopy()
+	next.Endpoints, next.Ports = slice.Endpoints, slice.Ports
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	next.Labels[discoveryv1.LabelServiceName] = kubeDNSService
+	next.Labels[discoveryv1.LabelManagedBy] = kubeDNSManagedBy
+	_, err = slices.Update(ctx, next, metav1.UpdateOptions{FieldManager: "skiff"})
+	return err
+}
