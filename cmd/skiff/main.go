@@ -250,7 +250,8 @@ func runAgent(args []string) int {
 	cfg := app.AgentConfig{}
 	var labels, taints string
 	fs.StringVar(&cfg.ServerURL, "server", "", "URL of the API server (https://host:6443)")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig with the agent's credentials")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig with the agent's credentials (or --token)")
+	fs.StringVar(&cfg.Token, "token", os.Getenv("SKIFF_TOKEN"), "join token from `skiff token create` on the server (default $SKIFF_TOKEN): with --server, the agent checks the server's CA against it and gets its own client certificate")
 	fs.StringVar(&cfg.DataDir, "data-dir", app.DefaultDataDir(), "data directory (the agent uses <data-dir>/agent)")
 	fs.StringVar(&cfg.NodeName, "node-name", "", "Node name (default: host name)")
 	fs.StringVar(&labels, "node-labels", "", "labels to add to the Node: key=value,...")

@@ -34,6 +34,10 @@ type AgentConfig struct {
 	ServerURL string
 	// Kubeconfig is the file with the agent's credentials.
 	Kubeconfig string
+	// Token is a join token (`skiff token create`): with ServerURL, the
+	// agent makes its own credentials (see joinCluster) instead of
+	// reading Kubeconfig.
+	Token string
 	// RESTConfig, when set, is used instead of ServerURL and Kubeconfig
 	// (the in-process agent of `skiff server`).
 	// KubeProxyRESTConfig, when set, is kube-proxy's (system:kube-proxy);
@@ -107,10 +111,22 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if cfg.PodCIDR == "" {
 		cfg.PodCIDR = DefaultPodCIDR
 	}
+	agentDir := filepath.Join(cfg.DataDir, "agent")
+	if err := os.MkdirAll(agentDir, 0o700); err != nil {
+		return fmt.Errorf("agent dir: %w", err)
+	}
 	rc := cfg.RESTConfig
+	if rc == nil && cfg.Token != "" {
+		if cfg.Kubeconfig != "" {
+			return errors.New("--token and --kubeconfig exclude each other")
+		}
+		if cfg.Kubeconfig, err = joinCluster(ctx, cfg.ServerURL, cfg.Token, agentDir, cfg.NodeName); err != nil {
+			return err
+		}
+	}
 	if rc == nil {
 		if cfg.Kubeconfig == "" {
-			return errors.New("--kubeconfig is required")
+			return errors.New("--kubeconfig or --token is required")
 		}
 		var err error
 		rc, err = clientcmd.BuildConfigFromFlags(cfg.ServerURL, cfg.Kubeconfig)
@@ -124,10 +140,6 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
-	}
-	agentDir := filepath.Join(cfg.DataDir, "agent")
-	if err := os.MkdirAll(agentDir, 0o700); err != nil {
-		return fmt.Errorf("agent dir: %w", err)
 	}
 
 	var proxy *kubeproxy.Proxy
@@ -212,7 +224,12 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if proxy != nil {
 		g.Go(func() error { return proxy.Run(gctx) })
 	}
-	return g.Wait()
+	err = g.Wait()
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Stopped while a part was still starting: a normal stop.
+		return nil
+	}
+	return err
 }
 
 // newKubeProxy builds the node's service proxy with a client of its own

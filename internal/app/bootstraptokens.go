@@ -52,6 +52,10 @@ func nodeBootstrapBindings() []*rbacv1.ClusterRoleBinding {
 		bind("skiff:kubelet-bootstrap", "system:node-bootstrapper", NodeTokenGroup),
 		bind("skiff:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", NodeTokenGroup),
 		bind("skiff:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "system:nodes"),
+		// A node that joined by token runs its kube-proxy with its own
+		// certificate (k3s gives kube-proxy one of its own; skiff's local
+		// node does): nodes may read what kube-proxy reads.
+		bind("skiff:node-proxier", "system:node-proxier", "system:nodes"),
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/clusterdns"
@@ -155,6 +156,9 @@ func runClusterDNS(ctx context.Context, cs kubernetes.Interface, keys *pki.Serve
 		Kubeconfig: kubeconfig, KubeconfigContext: pki.DefaultKubeconfigName,
 		Address: ip.String(), Port: cfg.Port, Domain: domain,
 	})
+	// CoreDNS's kubernetes plugin points klog, process-wide, at its own
+	// logger when it is set up: klog goes back to the server's.
+	klog.SetSlogLogger(slog.Default())
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -84,11 +85,16 @@ func (p *ServerPKI) ClientCAPool() *x509.CertPool {
 // client certificates requested and, when given, verified against the CA
 // (tls.VerifyClientCertIfGiven): a client without a certificate still connects and the
 // server decides whether to answer 401, while one presenting a certificate the CA did not
-// sign fails the handshake. The caller owns the returned value.
+// sign fails the handshake. The chain the server sends ends with the CA certificate, so
+// that a node joining with a token can find the CA there and check it against the token's
+// hash before it trusts the server (see JoinToken). The caller owns the returned value.
 func (p *ServerPKI) ServingTLSConfig() (*tls.Config, error) {
 	pair, err := tls.LoadX509KeyPair(p.ServingCertFile, p.ServingKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("load serving certificate %s: %w", p.ServingCertFile, err)
+	}
+	if block, _ := pem.Decode(p.CA.CertPEM); block != nil && block.Type == "CERTIFICATE" {
+		pair.Certificate = append(pair.Certificate, block.Bytes)
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,

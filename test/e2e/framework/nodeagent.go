@@ -30,10 +30,12 @@ func (a *Agent) ContainerdSocket() string {
 }
 
 // StartAgent starts `skiff agent` as a new Node (NewNode, with a pod CIDR
-// other than avoid's) joining s with the server's admin kubeconfig, with
-// extraArgs appended to its flags, and waits until the Node is Ready. The
-// agent has no CA key in its data dir, so its kubelet API (logs, exec) is
-// off, and it runs no kube-proxy (see kubeproxy.go).
+// other than avoid's) joining s as a user would: with a join token from
+// `skiff token create` and the server's URL (the agent checks the server's
+// CA against the token and gets a client certificate for its node through
+// a CSR), with extraArgs appended to its flags, and waits until the Node
+// is Ready. The agent has no CA key in its data dir, so its kubelet API
+// (logs, exec) is off, and it runs no kube-proxy (see kubeproxy.go).
 //
 // At the end of the test, while the agent still runs, the pods bound to
 // its node are deleted (grace period 1 s) and the test waits until none is
@@ -49,7 +51,12 @@ func StartAgent(t testing.TB, s *Server, avoid Node, extraArgs ...string) *Agent
 		node = NewNode(t)
 	}
 	a := &Agent{Node: node, DataDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
-	args := append([]string{"agent", "--kubeconfig", s.Kubeconfig, "--data-dir", a.DataDir,
+	out, err := exec.Command(SkiffBinary(t), "token", "create", "--data-dir", s.DataDir, "--description", "e2e agent "+node.Name).Output()
+	if err != nil {
+		t.Fatalf("skiff token create: %v", err)
+	}
+	token := strings.TrimSpace(string(out))
+	args := append([]string{"agent", "--server", s.URL, "--token", token, "--data-dir", a.DataDir,
 		"--node-name", node.Name, "--pod-cidr", node.PodCIDR.String(), "--cni-bridge", node.Bridge, "--kubelet-port", "0",
 		// One kube-proxy per network namespace: the server's agent may run it.
 		"--disable-kube-proxy"},

@@ -1,0 +1,174 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/kubernetes/pkg/kubelet/certificate/bootstrap"
+
+	"github.com/skiff-sh/skiff/internal/pki"
+)
+
+// Files of a node that joined by token, in DataDir/agent.
+const (
+	// joinedKubeconfig is the node's kubeconfig: its client certificate
+	// (system:node:<name>), issued through a CSR.
+	joinedKubeconfig = "kubelet.kubeconfig"
+	// bootstrapKubeconfig authenticates with the bootstrap token, against
+	// the CA the token's hash vouched for.
+	bootstrapKubeconfig = "bootstrap.kubeconfig"
+	// joinCertDir holds the certificate and key (upstream's file store:
+	// kubelet-client-current.pem).
+	joinCertDir = "pki"
+)
+
+// joinCluster makes the node's credentials from a join token, as kubeadm
+// join and the kubelet's TLS bootstrap do, and returns the path of its
+// kubeconfig. A node that joined before (its kubeconfig's certificate
+// still valid) reuses it without asking the server. Otherwise:
+//
+//  1. discovery: the server's TLS chain is fetched without trusting it, and
+//     the CA in it must have the hash the token carries (discoverCA);
+//  2. with that CA and the bootstrap token (user system:bootstrap:<id>),
+//     upstream's kubelet bootstrap (pkg/kubelet/certificate/bootstrap)
+//     creates a CSR for system:node:<nodeName> with the
+//     kube-apiserver-client-kubelet signer, which the server's csrapproving
+//     controller approves and csrsigning signs; the certificate and key
+//     are kept in DataDir/agent/pki.
+func joinCluster(ctx context.Context, serverURL, token, agentDir, nodeName string) (string, error) {
+	kubeconfig := filepath.Join(agentDir, joinedKubeconfig)
+	bootstrapPath := filepath.Join(agentDir, bootstrapKubeconfig)
+	certDir := filepath.Join(agentDir, joinCertDir)
+	if _, err := os.Stat(kubeconfig); err == nil {
+		if _, err := os.Stat(bootstrapPath); err == nil {
+			// LoadClientCert returns at once while the certificate is valid.
+			if err := bootstrap.LoadClientCert(ctx, kubeconfig, bootstrapPath, certDir, types.NodeName(nodeName)); err != nil {
+				return "", fmt.Errorf("join: %w", err)
+			}
+			return kubeconfig, nil
+		}
+	}
+	jt, err := pki.ParseJoinToken(token)
+	if err != nil {
+		return "", err
+	}
+	if serverURL == "" {
+		return "", errors.New("join: --token needs --server")
+	}
+	caPEM, err := discoverCA(ctx, serverURL, jt)
+	if err != nil {
+		return "", err
+	}
+	slog.Info("join: the server's CA matches the token", "server", serverURL, "ca", fmt.Sprintf("sha256:%x", jt.CAHash))
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return "", fmt.Errorf("join: %w", err)
+	}
+	if err := clientcmd.WriteToFile(bootstrapKubeconfigFor(serverURL, caPEM, jt.BootstrapToken()), bootstrapPath); err != nil {
+		return "", fmt.Errorf("join: bootstrap kubeconfig: %w", err)
+	}
+	if err := os.Chmod(bootstrapPath, 0o600); err != nil {
+		return "", fmt.Errorf("join: %w", err)
+	}
+	slog.Info("join: requesting a client certificate", "user", pki.NodeUserPrefix+nodeName)
+	if err := bootstrap.LoadClientCert(ctx, kubeconfig, bootstrapPath, certDir, types.NodeName(nodeName)); err != nil {
+		return "", fmt.Errorf("join: client certificate: %w", err)
+	}
+	if err := os.Chmod(kubeconfig, 0o600); err != nil {
+		return "", fmt.Errorf("join: %w", err)
+	}
+	slog.Info("join: client certificate issued", "kubeconfig", kubeconfig)
+	return kubeconfig, nil
+}
+
+// bootstrapKubeconfigFor is a kubeconfig for serverURL trusting caPEM,
+// authenticated by a bootstrap token.
+func bootstrapKubeconfigFor(serverURL string, caPEM []byte, token string) clientcmdapi.Config {
+	return clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"skiff": {Server: serverURL, CertificateAuthorityData: caPEM}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"bootstrap": {Token: token}},
+		Contexts:       map[string]*clientcmdapi.Context{"bootstrap": {Cluster: "skiff", AuthInfo: "bootstrap"}},
+		CurrentContext: "bootstrap",
+	}
+}
+
+// discoverCA fetches the TLS chain of the server at serverURL without
+// trusting it (nothing secret is sent), takes the CA certificate whose
+// SHA-256 the token carries, and checks that the server's own certificate
+// is one that CA issued for the URL's host. It retries while the server
+// cannot be reached, until ctx ends; a chain without the token's CA is an
+// error at once: the server is another cluster's, or the token is.
+func discoverCA(ctx context.Context, serverURL string, jt pki.JoinToken) ([]byte, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("join: --server %q is not an https:// URL", serverURL)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "443")
+	}
+	for {
+		chain, err := peerChain(ctx, addr)
+		if err == nil {
+			return caFromChain(chain, jt, u.Hostname())
+		}
+		slog.Warn("join: cannot reach the server yet", "server", serverURL, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("join: %s: %w", serverURL, err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// peerChain is the certificate chain the TLS server at addr presents.
+func peerChain(ctx context.Context, addr string) ([]*x509.Certificate, error) {
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second},
+		// Not trusted yet: the chain is checked against the token's hash.
+		Config: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}} //nolint:gosec
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.(*tls.Conn).ConnectionState().PeerCertificates, nil
+}
+
+// caFromChain returns, PEM-encoded, the CA certificate of chain whose hash
+// jt carries, once chain's first certificate verifies against it for host.
+func caFromChain(chain []*x509.Certificate, jt pki.JoinToken, host string) ([]byte, error) {
+	if len(chain) == 0 {
+		return nil, errors.New("join: the server presented no certificate")
+	}
+	var ca *x509.Certificate
+	var seen []string
+	for _, c := range chain {
+		sum := sha256.Sum256(c.Raw)
+		seen = append(seen, fmt.Sprintf("%x", sum))
+		if c.IsCA && sum == jt.CAHash {
+			ca = c
+		}
+	}
+	if ca == nil {
+		return nil, fmt.Errorf("join: the server's certificates (sha256 %v) include no CA with the token's hash %x: refusing to join (wrong server or wrong token)", seen, jt.CAHash)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	if _, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: host, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return nil, fmt.Errorf("join: the server's certificate does not verify against the token's CA for %s: %w", host, err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), nil
+}
