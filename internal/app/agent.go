@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/certificate"
 
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	"github.com/skiff-sh/skiff/internal/kubelet/cri"
@@ -198,6 +199,20 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	}
 	g.Go(func() error { return k.Run(gctx) })
 	kubeletTLS, err := pki.KubeletServingTLSConfig(cfg.DataDir, cfg.NodeName, append(pki.DefaultServingHosts(), cfg.NodeIP))
+	if err != nil && cfg.Token != "" {
+		// A node that joined by token asks the server for its serving
+		// certificate.
+		nodeIP := cfg.NodeIP
+		if nodeIP == "" {
+			nodeIP = kubelet.DetectNodeIP()
+		}
+		var certs certificate.Manager
+		kubeletTLS, certs, err = joinedKubeletServingTLS(client, agentDir, cfg.NodeName, []string{nodeIP}, rc.CAData)
+		if err == nil {
+			certs.Start()
+			defer certs.Stop()
+		}
+	}
 	if err != nil {
 		// A remote agent has no CA key to sign its serving certificate
 		// until nodes can join with certificates of their own.

@@ -126,48 +126,53 @@ func kubeDNSEndpointSlice(nodeName string, ip net.IP, port int32) *discoveryv1.E
 	}
 }
 
-// runClusterDNS serves the cluster's DNS until ctx ends: CoreDNS
-// (internal/clusterdns) at the node's IP, reading the API as
-// system:coredns, and the kube-dns Service in kube-system with an
-// EndpointSlice naming it. nodeName names the slice ("" for a server
-// without a node: the host name is used).
-func runClusterDNS(ctx context.Context, cs kubernetes.Interface, keys *pki.ServerPKI, serverURL, nodeName, nodeIP, domain string, cfg ClusterDNSConfig) error {
+// startClusterDNS starts the cluster's DNS: CoreDNS (internal/clusterdns)
+// at the node's IP, reading the API as system:coredns. It is started
+// before the controllers: CoreDNS's kubernetes plugin points klog,
+// process-wide, at its own logger when it is set up, and klog is given
+// back to the server's before any other component takes its logger.
+func startClusterDNS(ctx context.Context, cs kubernetes.Interface, keys *pki.ServerPKI, serverURL, nodeIP, domain string, cfg ClusterDNSConfig) (*clusterdns.Server, net.IP, error) {
 	if nodeIP == "" {
 		nodeIP = kubelet.DetectNodeIP()
 	}
 	ip := net.ParseIP(nodeIP)
 	if ip == nil {
-		return fmt.Errorf("cluster DNS: node IP %q is not an IP address", nodeIP)
+		return nil, nil, fmt.Errorf("cluster DNS: node IP %q is not an IP address", nodeIP)
 	}
 	if ip.IsLoopback() {
 		slog.Warn("cluster DNS listens on loopback: the host has no other address, pods cannot reach it", "address", nodeIP)
 	}
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, coreDNSClusterRole(), metav1.CreateOptions{FieldManager: "skiff"}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("cluster DNS: clusterrole %s: %w", coreDNSRole, err)
+		return nil, nil, fmt.Errorf("cluster DNS: clusterrole %s: %w", coreDNSRole, err)
 	}
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, coreDNSClusterRoleBinding(), metav1.CreateOptions{FieldManager: "skiff"}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("cluster DNS: clusterrolebinding %s: %w", coreDNSRole, err)
+		return nil, nil, fmt.Errorf("cluster DNS: clusterrolebinding %s: %w", coreDNSRole, err)
 	}
 	kubeconfig, err := keys.WriteCoreDNSKubeconfig(serverURL)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	srv, err := clusterdns.Start(clusterdns.Config{
 		Kubeconfig: kubeconfig, KubeconfigContext: pki.DefaultKubeconfigName,
 		Address: ip.String(), Port: cfg.Port, Domain: domain,
 	})
-	// CoreDNS's kubernetes plugin points klog, process-wide, at its own
-	// logger when it is set up: klog goes back to the server's.
 	klog.SetSlogLogger(slog.Default())
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	slog.Info("cluster DNS is serving", "address", net.JoinHostPort(ip.String(), fmt.Sprint(srv.Port())), "service", metav1.NamespaceSystem+"/"+kubeDNSService, "clusterIP", ClusterDNSServiceIP)
+	return srv, ip, nil
+}
+
+// runClusterDNS keeps the kube-dns Service in kube-system and the
+// EndpointSlice naming srv (at ip, on node nodeName) until ctx ends, then
+// stops srv.
+func runClusterDNS(ctx context.Context, cs kubernetes.Interface, srv *clusterdns.Server, ip net.IP, nodeName string) {
 	defer func() {
 		if err := srv.Stop(); err != nil {
 			slog.Warn("cluster DNS: stop", "err", err)
 		}
 	}()
-	slog.Info("cluster DNS is serving", "address", net.JoinHostPort(ip.String(), fmt.Sprint(srv.Port())), "service", metav1.NamespaceSystem+"/"+kubeDNSService, "clusterIP", ClusterDNSServiceIP)
 	slice := kubeDNSEndpointSlice(nodeName, ip, int32(srv.Port()))
 	// The Service and the slice are put back if deleted, as the
 	// `kubernetes` Service is.
@@ -177,7 +182,7 @@ func runClusterDNS(ctx context.Context, cs kubernetes.Interface, keys *pki.Serve
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(10 * time.Second):
 		}
 	}

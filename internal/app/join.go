@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -15,9 +16,12 @@ import (
 	"path/filepath"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/certificate"
 	"k8s.io/kubernetes/pkg/kubelet/certificate/bootstrap"
 
 	"github.com/skiff-sh/skiff/internal/pki"
@@ -171,4 +175,62 @@ func caFromChain(chain []*x509.Certificate, jt pki.JoinToken, host string) ([]by
 		return nil, fmt.Errorf("join: the server's certificate does not verify against the token's CA for %s: %w", host, err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), nil
+}
+
+// joinedKubeletServingTLS is the TLS configuration of the kubelet API of a
+// node that joined by token, which has no CA key to sign its own serving
+// certificate: the certificate comes from a CSR for the
+// kubernetes.io/kubelet-serving signer (CN system:node:<name>, the node's
+// addresses as names), made and renewed before expiry by client-go's
+// certificate manager, as the kubelet's serverTLSBootstrap does, and kept in
+// DataDir/agent/pki. The server approves such CSRs when their names are
+// the Node's (servingCSRApprover). Until the first is issued, handshakes
+// fail. Clients must present a certificate of the cluster CA, caPEM.
+func joinedKubeletServingTLS(client kubernetes.Interface, agentDir, nodeName string, addresses []string, caPEM []byte) (*tls.Config, certificate.Manager, error) {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, nil, errors.New("kubelet serving certificate: the kubeconfig has no CA certificate")
+	}
+	store, err := certificate.NewFileStore("kubelet-server", filepath.Join(agentDir, joinCertDir), filepath.Join(agentDir, joinCertDir), "", "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubelet serving certificate: %w", err)
+	}
+	var dnsNames []string
+	var ips []net.IP
+	for _, a := range append([]string{nodeName}, addresses...) {
+		if ip := net.ParseIP(a); ip != nil {
+			ips = append(ips, ip)
+		} else if a != "" {
+			dnsNames = append(dnsNames, a)
+		}
+	}
+	m, err := certificate.NewManager(&certificate.Config{
+		ClientsetFn: func(*tls.Certificate) (kubernetes.Interface, error) { return client, nil },
+		GetTemplate: func() *x509.CertificateRequest {
+			return &x509.CertificateRequest{
+				Subject:  pkix.Name{CommonName: pki.NodeUserPrefix + nodeName, Organization: []string{pki.NodesGroup}},
+				DNSNames: dnsNames, IPAddresses: ips,
+			}
+		},
+		SignerName:       certificatesv1.KubeletServingSignerName,
+		Usages:           []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+		CertificateStore: store,
+		Name:             "kubelet-serving",
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubelet serving certificate: %w", err)
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: pki.ServingCipherSuites,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := m.Current(); c != nil {
+				return c, nil
+			}
+			return nil, errors.New("no kubelet serving certificate yet: its CSR is not issued")
+		},
+		ClientAuth: tls.RequireAndVerifyClientCert,
+		ClientCAs:  roots,
+		NextProtos: []string{"http/1.1"},
+	}, m, nil
 }

@@ -458,6 +458,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			runKubernetesService(gctx, client, cs, advertise, ln.Addr().(*net.TCPAddr).Port)
 			return nil
 		})
+		g.Go(func() error {
+			runServingCSRApprover(gctx, cs)
+			return nil
+		})
 		// kube-apiserver's legacy token tracking: the kube-system ConfigMap
 		// that dates when legacy service account tokens began to be
 		// tracked, which kube-controller-manager's
@@ -470,11 +474,6 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err != nil {
 			return err
 		}
-		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
-			clients: serviceAccountClientBuilder{inProcess: inProcess}}
-		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
-			return err
-		}
 		nodeName, err := nodeNameOrHost(cfg.NodeName)
 		if err != nil {
 			return err
@@ -484,9 +483,19 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			if clusterDNS == "" {
 				clusterDNS = ClusterDNSServiceIP
 			}
+			dns, dnsIP, err := startClusterDNS(gctx, cs, keys, serverURL, cfg.NodeIP, cfg.ClusterDomain, cfg.DNS)
+			if err != nil {
+				return err
+			}
 			g.Go(func() error {
-				return runClusterDNS(gctx, cs, keys, serverURL, nodeName, cfg.NodeIP, cfg.ClusterDomain, cfg.DNS)
+				runClusterDNS(gctx, cs, dns, dnsIP, nodeName)
+				return nil
 			})
+		}
+		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
+			clients: serviceAccountClientBuilder{inProcess: inProcess}}
+		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
+			return err
 		}
 		if !cfg.DisableAgent {
 			// The local kubelet is a node like any other: the node

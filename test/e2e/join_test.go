@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,38 @@ func TestAgentJoin(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no CSR of a bootstrap token for the %s signer among %d", certificatesv1.KubeAPIServerClientKubeletSignerName, len(csrs.Items))
+	}
+	// Its kubelet API serves with a certificate of a kubelet-serving CSR,
+	// which the server approved for the node's own names: the API server
+	// reaches it (what kubectl logs and exec go through).
+	framework.WaitFor(t, 2*time.Minute, "the node's kubelet-serving CSR approved and issued", func() (bool, error) {
+		csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, csr := range csrs.Items {
+			if csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && csr.Spec.Username == "system:node:"+agent.Node.Name {
+				for _, c := range csr.Status.Conditions {
+					if c.Type == certificatesv1.CertificateDenied {
+						return false, fmt.Errorf("CSR %s denied: %s", csr.Name, c.Message)
+					}
+				}
+				return len(csr.Status.Certificate) > 0, nil
+			}
+		}
+		return false, nil
+	})
+	var body []byte
+	framework.WaitFor(t, time.Minute, "the kubelet's /healthz through the API server's node proxy", func() (bool, error) {
+		body, err = cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", agent.Node.Name, "proxy", "healthz").DoRaw(ctx)
+		if err != nil {
+			t.Logf("nodes/%s/proxy/healthz: %v", agent.Node.Name, err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if string(body) != "ok" {
+		t.Errorf("nodes/%s/proxy/healthz: %q, want ok", agent.Node.Name, body)
 	}
 	node, err := cs.CoreV1().Nodes().Get(ctx, agent.Node.Name, metav1.GetOptions{})
 	if err != nil {
