@@ -88,8 +88,23 @@ func joinCluster(ctx context.Context, serverURL, token, agentDir, nodeName strin
 		return "", fmt.Errorf("join: %w", err)
 	}
 	slog.Info("join: requesting a client certificate", "user", pki.NodeUserPrefix+nodeName)
-	if err := bootstrap.LoadClientCert(ctx, kubeconfig, bootstrapPath, certDir, types.NodeName(nodeName)); err != nil {
-		return "", fmt.Errorf("join: client certificate: %w", err)
+	// Tried again for a while: a server that has just made the token may
+	// not authenticate it yet (its Secrets informer lags), and one that
+	// restarts answers nothing.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := bootstrap.LoadClientCert(ctx, kubeconfig, bootstrapPath, certDir, types.NodeName(nodeName))
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return "", fmt.Errorf("join: client certificate: %w", err)
+		}
+		slog.Warn("join: client certificate not issued yet; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
 	}
 	if err := os.Chmod(kubeconfig, 0o600); err != nil {
 		return "", fmt.Errorf("join: %w", err)

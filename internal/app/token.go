@@ -6,9 +6,12 @@ import (
 	"path/filepath"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
@@ -69,6 +72,26 @@ func CreateJoinToken(ctx context.Context, dataDir string, ttl time.Duration, des
 	}
 	if _, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("create secret kube-system/%s: %w", secret.Name, err)
+	}
+	if ttl > 0 && !now.Add(ttl).After(time.Now()) {
+		return tok.String(), nil // expired already: it will never authenticate
+	}
+	// The API server authenticates bootstrap tokens from its informer of
+	// kube-system's Secrets: the token is handed out once it
+	// authenticates, so that an agent started at once does not get 401.
+	probe := rest.AnonymousClientConfig(cfg)
+	probe.BearerToken = tok.BootstrapToken()
+	pc, err := kubernetes.NewForConfig(probe)
+	if err != nil {
+		return "", err
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, last = pc.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		return last == nil, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("the API server does not authenticate the token of secret kube-system/%s: %v", secret.Name, last)
 	}
 	return tok.String(), nil
 }

@@ -116,7 +116,8 @@ func TestCreateJoinToken(t *testing.T) {
 	c := framework.NewCluster(t, framework.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	// Not a fixed date: the token must still be valid when it is used.
+	now := time.Now().UTC().Truncate(time.Second)
 	s, err := app.CreateJoinToken(ctx, c.DataDir, 2*time.Hour, "for node-2", now)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +147,7 @@ func TestCreateJoinToken(t *testing.T) {
 		bootstrapapi.BootstrapTokenUsageSigningKey:     "true",
 		bootstrapapi.BootstrapTokenExtraGroupsKey:      app.NodeTokenGroup,
 		bootstrapapi.BootstrapTokenDescriptionKey:      "for node-2",
-		bootstrapapi.BootstrapTokenExpirationKey:       "2026-12-04T12:00:00Z",
+		bootstrapapi.BootstrapTokenExpirationKey:       now.Add(2 * time.Hour).Format(time.RFC3339),
 	}
 	for k, v := range want {
 		if got := string(secret.Data[k]); got != v {
