@@ -281,7 +281,15 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	serverURL := "https://" + net.JoinHostPort(loopbackFor(cfg.BindAddress), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 
 	catalog := registry.NewCatalog()
-	sa, err := newServiceAccounts(cfg.ServiceAccountIssuer, keys.ServiceAccountKey, serverURL, catalog, otherTokens...)
+	// The issuer discovery document names the keys at the server's
+	// external address, as kube-apiserver's (its advertise address and
+	// port): pods fetch them there. A server on loopback only names its
+	// loopback URL.
+	externalURL := serverURL
+	if advertise != nil && !advertise.IsLoopback() {
+		externalURL = "https://" + net.JoinHostPort(advertise.String(), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	}
+	sa, err := newServiceAccounts(cfg.ServiceAccountIssuer, keys.ServiceAccountKey, externalURL, catalog, otherTokens...)
 	if err != nil {
 		return err
 	}

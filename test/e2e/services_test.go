@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -214,6 +215,17 @@ func TestServices(t *testing.T) {
 		}
 		if len(eps.Endpoints) != 1 || eps.Endpoints[0].Addresses[0] != gateway || len(eps.Ports) != 1 || *eps.Ports[0].Port != int32(s.Port) {
 			t.Errorf("kubernetes EndpointSlice %+v %+v, want %s:%d", eps.Endpoints, eps.Ports, gateway, s.Port)
+		}
+		// The issuer discovery document names the keys at that address
+		// too, not at the server's loopback URL (pods fetch them).
+		var oidc struct {
+			JWKSURI string `json:"jwks_uri"`
+		}
+		if err := json.Unmarshal(s.AdminGet(t, "/.well-known/openid-configuration").Body, &oidc); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("https://%s:%d/openid/v1/jwks", gateway, s.Port); oidc.JWKSURI != want {
+			t.Errorf("jwks_uri %q, want %q, the advertised address", oidc.JWKSURI, want)
 		}
 		_, stderr, err = k.run("exec", "-n", ns, "client", "--", "timeout", "10", "wget", "-q", "-O-", "http://10.43.0.1:443/version")
 		if err == nil || !strings.Contains(stderr, "400 Bad Request") {
