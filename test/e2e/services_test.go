@@ -284,11 +284,33 @@ func TestServices(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		body := string(s.AdminGet(t, "/metrics").Body)
-		for _, series := range []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_network_programming_duration_seconds_count"} {
-			if !hasPositiveSample(body, series) {
-				t.Errorf("/metrics has no %s sample above zero", series)
+		// kube-proxy records the network programming latency of changes
+		// made after its start; on a loaded machine all the endpoints
+		// above may have come before its first sync. A Service created
+		// now, with an endpoint, is such a change.
+		late := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"name": "web-1"}, Ports: []corev1.ServicePort{port}}}
+		if _, err := cs.CoreV1().Services(ns).Create(ctx, late, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitEndpoints(t, cs, ns, "late", 1)
+		series := []string{"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_network_programming_duration_seconds_count"}
+		var missing []string
+		for range 30 {
+			body := string(s.AdminGet(t, "/metrics").Body)
+			missing = missing[:0]
+			for _, name := range series {
+				if !hasPositiveSample(body, name) {
+					missing = append(missing, name)
+				}
 			}
+			if len(missing) == 0 {
+				break
+			}
+			<-time.After(time.Second)
+		}
+		for _, name := range missing {
+			t.Errorf("/metrics has no %s sample above zero", name)
 		}
 	})
 
