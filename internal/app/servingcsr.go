@@ -94,7 +94,7 @@ func approveServingCSR(ctx context.Context, cs kubernetes.Interface,
 	if csr.Spec.SignerName != certificatesv1.KubeletServingSignerName || len(csr.Status.Conditions) > 0 {
 		return false, nil // decided already
 	}
-	nodeName, problem := checkServingCSR(csr)
+	nodeName, req, problem := checkServingCSR(csr)
 	if problem == "" {
 		node, err := getNode(nodeName)
 		if apierrors.IsNotFound(err) {
@@ -104,7 +104,7 @@ func approveServingCSR(ctx context.Context, cs kubernetes.Interface,
 			return false, err
 		}
 		var missing bool
-		if problem, missing = servingNamesOfNode(csr, node); missing {
+		if problem, missing = servingNamesOfNode(req, node); missing {
 			return true, nil
 		}
 	}
@@ -126,48 +126,45 @@ func approveServingCSR(ctx context.Context, cs kubernetes.Interface,
 }
 
 // checkServingCSR checks what the CSR says of its requester; it returns
-// the node's name, or why the CSR is denied.
-func checkServingCSR(csr *certificatesv1.CertificateSigningRequest) (nodeName, problem string) {
+// the node's name and the parsed request, or why the CSR is denied.
+func checkServingCSR(csr *certificatesv1.CertificateSigningRequest) (nodeName string, req *x509.CertificateRequest, problem string) {
 	user := csr.Spec.Username
 	if len(user) <= len(pki.NodeUserPrefix) || user[:len(pki.NodeUserPrefix)] != pki.NodeUserPrefix || !slices.Contains(csr.Spec.Groups, pki.NodesGroup) {
-		return "", fmt.Sprintf("requested by %q, not by a node (system:node:<name> in system:nodes)", user)
+		return "", nil, fmt.Sprintf("requested by %q, not by a node (system:node:<name> in system:nodes)", user)
 	}
 	nodeName = user[len(pki.NodeUserPrefix):]
 	req, err := parseCSR(csr.Spec.Request)
 	if err != nil {
-		return nodeName, err.Error()
+		return nodeName, nil, err.Error()
 	}
 	if req.Subject.CommonName != user || !slices.Equal(req.Subject.Organization, []string{pki.NodesGroup}) {
-		return nodeName, fmt.Sprintf("subject %q, want CN=%s, O=%s", req.Subject.String(), user, pki.NodesGroup)
+		return nodeName, req, fmt.Sprintf("subject %q, want CN=%s, O=%s", req.Subject.String(), user, pki.NodesGroup)
 	}
 	if len(req.EmailAddresses) > 0 || len(req.URIs) > 0 {
-		return nodeName, "asks for e-mail or URI names"
+		return nodeName, req, "asks for e-mail or URI names"
 	}
 	if len(req.DNSNames)+len(req.IPAddresses) == 0 {
-		return nodeName, "asks for no DNS name or IP address"
+		return nodeName, req, "asks for no DNS name or IP address"
 	}
 	for _, u := range csr.Spec.Usages {
 		switch u {
 		case certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth:
 		default:
-			return nodeName, fmt.Sprintf("usage %q is not a serving certificate's", u)
+			return nodeName, req, fmt.Sprintf("usage %q is not a serving certificate's", u)
 		}
 	}
 	if !slices.Contains(csr.Spec.Usages, certificatesv1.UsageServerAuth) {
-		return nodeName, "no server auth usage"
+		return nodeName, req, "no server auth usage"
 	}
-	return nodeName, ""
+	return nodeName, req, ""
 }
 
-// servingNamesOfNode checks the CSR's names against node: a name that is
-// not the Node's is a problem; missing says the Node lists no addresses yet.
-func servingNamesOfNode(csr *certificatesv1.CertificateSigningRequest, node *corev1.Node) (problem string, missing bool) {
+// servingNamesOfNode checks the request's names against node: a name that
+// is not the Node's is a problem; missing says the Node lists no addresses
+// yet.
+func servingNamesOfNode(req *x509.CertificateRequest, node *corev1.Node) (problem string, missing bool) {
 	if len(node.Status.Addresses) == 0 {
 		return "", true
-	}
-	req, err := parseCSR(csr.Spec.Request)
-	if err != nil {
-		return err.Error(), false
 	}
 	names := []string{node.Name}
 	var ips []net.IP

@@ -72,13 +72,13 @@ func TestServingCSRDecision(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			nodeName, problem := checkServingCSR(tt.csr)
+			nodeName, req, problem := checkServingCSR(tt.csr)
 			missing := false
 			if problem == "" {
 				if nodeName != "n1" {
 					t.Fatalf("node %q, want n1", nodeName)
 				}
-				problem, missing = servingNamesOfNode(tt.csr, tt.node)
+				problem, missing = servingNamesOfNode(req, tt.node)
 			}
 			if missing != tt.wantMissing {
 				t.Errorf("missing %v, want %v", missing, tt.wantMissing)

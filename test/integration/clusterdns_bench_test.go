@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -69,19 +67,7 @@ func BenchmarkClusterDNS(b *testing.B) {
 	for err := range errs {
 		b.Fatal(err)
 	}
-	var server string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := cs.DiscoveryV1().EndpointSlices("kube-system").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
-		if err != nil || len(list.Items) == 0 {
-			return false, nil
-		}
-		s := list.Items[0]
-		server = net.JoinHostPort(s.Endpoints[0].Addresses[0], strconv.Itoa(int(*s.Ports[0].Port)))
-		return true, nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, server := clusterDNSAddress(b, ctx, cs)
 	name := func(i int) string { return fmt.Sprintf("svc-%d.%s.svc.cluster.local.", i, ns) }
 	// A last Service, created after all the others: once it resolves,
 	// CoreDNS's informer has seen them all (a watch delivers events in

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/test/integration/framework"
@@ -32,18 +33,7 @@ func TestClusterDNS(t *testing.T) {
 
 	// The kube-dns Service (kubeadm's, cluster IP 10.43.0.10) and the
 	// slice that points at this server's CoreDNS.
-	var slice *discoveryv1.EndpointSlice
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := cs.DiscoveryV1().EndpointSlices("kube-system").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
-		if err != nil || len(list.Items) == 0 {
-			return false, nil
-		}
-		slice = &list.Items[0]
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("no EndpointSlice for kube-system/kube-dns: %v", err)
-	}
+	slice, server := clusterDNSAddress(t, ctx, cs)
 	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +47,6 @@ func TestClusterDNS(t *testing.T) {
 	if _, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "system:coredns", metav1.GetOptions{}); err != nil {
 		t.Errorf("clusterrolebinding system:coredns: %v", err)
 	}
-	server := net.JoinHostPort(slice.Endpoints[0].Addresses[0], strconv.Itoa(int(*slice.Ports[0].Port)))
 	t.Logf("cluster DNS at %s", server)
 
 	const ns = "dnstest"
@@ -155,4 +144,23 @@ func answers(r *dns.Msg) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// clusterDNSAddress waits for the server's kube-dns EndpointSlice and
+// returns it with the address (host:port) of the CoreDNS it names.
+func clusterDNSAddress(t testing.TB, ctx context.Context, cs kubernetes.Interface) (*discoveryv1.EndpointSlice, string) {
+	t.Helper()
+	var slice *discoveryv1.EndpointSlice
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.DiscoveryV1().EndpointSlices("kube-system").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
+		if err != nil || len(list.Items) == 0 || len(list.Items[0].Endpoints) == 0 || len(list.Items[0].Ports) == 0 {
+			return false, nil
+		}
+		slice = &list.Items[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no EndpointSlice for kube-system/kube-dns: %v", err)
+	}
+	return slice, net.JoinHostPort(slice.Endpoints[0].Addresses[0], strconv.Itoa(int(*slice.Ports[0].Port)))
 }
