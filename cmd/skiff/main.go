@@ -8,16 +8,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/skiff-sh/skiff/internal/app"
 	"github.com/skiff-sh/skiff/internal/kubelet"
+	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 )
 
 const usage = `skiff: a Kubernetes-compatible container orchestrator in one binary.
@@ -32,12 +33,18 @@ Usage:
                            show how Secrets are encrypted at rest; rotate the key (server stopped)
   skiff token create [--ttl 24h] [--description D]
                            create a join token (bootstrap token Secret) and print it
+  skiff journey pod/NAME [-n NS]
+                           a pod's timeline from apply to Running, and why it is not running yet
+                           (--summary: where the time goes across recent pods)
   skiff version            print the version
 
 Run 'skiff server -h' for the server's flags.
 `
 
 func main() {
+	if filepath.Base(os.Args[0]) == app.JourneyPluginName {
+		os.Exit(app.RunJourney("kubectl journey", os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -55,6 +62,8 @@ func main() {
 		os.Exit(runSecretsEncrypt(os.Args[2:]))
 	case "token":
 		os.Exit(runToken(os.Args[2:], os.Stdout, os.Stderr))
+	case "journey":
+		os.Exit(app.RunJourney("skiff journey", os.Args[2:], os.Stdout, os.Stderr))
 	case "version", "--version":
 		fmt.Println(app.Version().GitVersion)
 	case "-h", "--help", "help":

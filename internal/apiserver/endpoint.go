@@ -62,6 +62,9 @@ type endpoint struct {
 	// version of the kind is deprecated ("v1 Endpoints is deprecated in
 	// v1.33+; ...").
 	deprecation string
+	// recordsJourney is set on the pods endpoint when the server records
+	// pods' journeys.
+	recordsJourney bool
 }
 
 // servedMajor and servedMinor are the Kubernetes version whose API skiff
@@ -159,6 +162,7 @@ func (s *Server) newEndpoint(res *registry.Resource, sub *registry.Subresource) 
 		res.Stored.Version == ep.gvk.GroupVersion() && gs.BeginCreate == nil && gs.AfterCreate == nil && gs.Decorator == nil {
 		ep.servesStoredCreate = true
 	}
+	ep.recordsJourney = sub == nil && s.cfg.Journey != nil && ep.gr == (schema.GroupResource{Resource: "pods"})
 	if ep.typeConverter == nil || sub != nil && sub.Connect != nil {
 		return ep, nil
 	}

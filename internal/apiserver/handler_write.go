@@ -183,6 +183,7 @@ func (ep *endpoint) admissionAttributes(ctx context.Context, obj, old runtime.Ob
 }
 
 func (ep *endpoint) create(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	received := ep.s.cfg.Journey.Now()
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
 	creater, ok := ep.rest.(rest.Creater)
@@ -243,9 +244,17 @@ func (ep *endpoint) create(w http.ResponseWriter, r *http.Request, info requestI
 		created = &registrystorage.Created{SkipOut: true}
 		ctx = registrystorage.WithCreated(ctx, created)
 	}
+	storing := ep.s.cfg.Journey.Now()
 	result, err := creater.Create(ctx, hubObj, rest.AdmissionToValidateObjectFunc(admit, attrs, ep.objectInterfaces()), opts)
 	if err != nil {
 		return err
+	}
+	if ep.recordsJourney && !isDryRun(opts.DryRun) {
+		if created != nil && created.Object != nil {
+			ep.recordCreated(ctx, received, storing, created.Object)
+		} else {
+			ep.recordCreated(ctx, received, storing, result)
+		}
 	}
 	if created != nil && created.Object != nil {
 		return ep.writeOutput(w, r, http.StatusCreated, created.Object)

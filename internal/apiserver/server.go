@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/journey"
 )
 
 // User is an authenticated caller.
@@ -78,6 +79,9 @@ type Config struct {
 	// Ready reports whether the server may answer /readyz with ok (storage
 	// reachable, start-up done); nil means always.
 	Ready func(ctx context.Context) error
+	// Journey records each pod create's first two steps (accepted by
+	// whom; stored at which revision); nil records nothing.
+	Journey *journey.Recorder
 }
 
 // Server is the API server's HTTP handler.

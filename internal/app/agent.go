@@ -230,7 +230,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 			return fmt.Errorf("kubelet API authorization: %w", err)
 		}
 		ks, err := kubeletserver.New(kubeletserver.Config{Runtime: conn.Runtime, Pods: k, TLS: kubeletTLS, Listener: kubeletLn,
-			Authorizer: authz, NodeName: cfg.NodeName})
+			Authorizer: authz, NodeName: cfg.NodeName, Journey: k.Journey()})
 		if err != nil {
 			return fmt.Errorf("kubelet API: %w", err)
 		}

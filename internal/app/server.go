@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -36,6 +37,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/hugepages"
+	"github.com/skiff-sh/skiff/internal/journey"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/scheduler"
@@ -293,10 +295,19 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return err
 	}
+	// The pods' journeys: the API server's and the scheduler's steps,
+	// served at /debug/journey (the kubelets serve theirs).
+	journeys := journey.NewRecorder(0, 0)
+	paths := maps.Clone(sa.discovery)
+	if paths == nil {
+		paths = map[string]http.Handler{}
+	}
+	paths[journey.Path] = journeys
 	apiCfg := apiserver.Config{
 		Resources:    catalog,
 		Authenticate: sa.authn.Authenticate,
-		Paths:        sa.discovery,
+		Paths:        paths,
+		Journey:      journeys,
 		Version:      Version(),
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -502,7 +513,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		}
 		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
 			clients: serviceAccountClientBuilder{inProcess: inProcess}}
-		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler")); err != nil {
+		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), journeys); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
@@ -576,7 +587,7 @@ func SchedulerClientConfig(rc *rest.Config) *rest.Config {
 // startControllers runs kube-controller-manager's controllers (see
 // controllerManager) in g, over rc's in-process transport, and the
 // scheduler over schedRC's.
-func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerManager, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config) error {
+func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerManager, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config, journeys *journey.Recorder) error {
 	g.Go(func() error { return cm.run(ctx, cs) })
 	if !withScheduler {
 		return nil
@@ -585,7 +596,7 @@ func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerMana
 	if err != nil {
 		return err
 	}
-	sched, err := scheduler.New(scheduler.Config{Client: schedClient, Registry: metrics})
+	sched, err := scheduler.New(scheduler.Config{Client: schedClient, Registry: metrics, Journey: journeys})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/internal/journey"
 )
 
 // ensureImage makes the container's image present according to its pull
@@ -74,6 +76,7 @@ func (k *Kubelet) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 		k.event(pod, c.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
 		k.pullBack.Next(key, k.clock.Now())
 		k.pullErrors.Store(key, "ErrImagePull: "+err.Error())
+		k.recordWaiting(pod, journey.StepKubelet, "ErrImagePull", fmt.Sprintf("image %q: %v", c.Image, err), time.Now().Add(k.pullBack.Get(key)))
 		return "", "ErrImagePull", err.Error(), err
 	}
 	took := k.clock.Since(start).Truncate(time.Millisecond)

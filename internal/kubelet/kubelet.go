@@ -28,6 +28,7 @@ import (
 	cri "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/journey"
 	"github.com/skiff-sh/skiff/internal/kubelet/token"
 )
 
@@ -110,6 +111,8 @@ type Kubelet struct {
 	clock    clock.WithTicker
 	recorder record.EventRecorder
 	bcast    record.EventBroadcaster
+	// journey records each pod's steps on this node (journey.go).
+	journey *journey.Recorder
 
 	podLister listerscorev1.PodLister
 	// serviceLister lists the cluster's Services with a cluster IP, for
@@ -208,6 +211,7 @@ func New(cfg Config) (*Kubelet, error) {
 		cfg: cfg, client: cfg.Client, runtime: cfg.Runtime, images: cfg.Images, clock: cfg.Clock,
 		workers: map[types.UID]*podWorker{}, hostNetSandboxes: map[string]bool{},
 		lastRelist: map[types.UID]string{}, runtimeName: "containerd",
+		journey: journey.NewRecorder(1000, 0),
 		imageGC: gc, imageRecords: map[string]*imageRecord{},
 	}
 	k.pullBack = flowcontrol.NewBackOff(10*time.Second, 300*time.Second)
@@ -345,6 +349,7 @@ func (k *Kubelet) event(pod *corev1.Pod, container, eventType, reason, msg strin
 	if k.recorder != nil {
 		k.recorder.Event(podRef(pod, container), eventType, reason, msg)
 	}
+	k.recordEvent(pod, reason, msg)
 }
 
 func findContainer(pod *corev1.Pod, name string) (*corev1.Container, bool) {

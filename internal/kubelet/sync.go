@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/skiff-sh/skiff/internal/journey"
 	"github.com/skiff-sh/skiff/internal/kubelet/plan"
 	"github.com/skiff-sh/skiff/internal/kubelet/podstatus"
 )
@@ -115,6 +116,7 @@ func (k *Kubelet) report(ctx context.Context, w *podWorker, pod *corev1.Pod, rt 
 		Terminal: terminal, Reason: w.terminalReason, Message: w.terminalMessage, HostIPs: k.hostIPs,
 	})
 	k.status.set(ctx, pod, st)
+	k.recordStatus(w, pod, st)
 	return st
 }
 
@@ -132,10 +134,12 @@ func (k *Kubelet) execute(ctx context.Context, w *podWorker, pod *corev1.Pod, rt
 	}
 	for _, wt := range p.Wait {
 		w.waiting[wt.Name] = podstatus.Waiting{Reason: wt.Reason, Message: wt.Message}
+		k.recordWaiting(pod, journey.StepRunning, wt.Reason, wt.Message, wt.Until)
 		k.event(pod, wt.Name, corev1.EventTypeWarning, "BackOff",
 			fmt.Sprintf("Back-off restarting failed container %s in pod %s", wt.Name, plan.PodRef(pod)))
 	}
 	sandboxID, attempt := p.SandboxID, p.SandboxAttempt
+	podIP, havePodIP := "", false
 	if !p.CreateSandbox && len(rt.Sandboxes) > 0 {
 		attempt = rt.Sandboxes[0].Attempt
 	}
@@ -154,6 +158,8 @@ func (k *Kubelet) execute(ctx context.Context, w *podWorker, pod *corev1.Pod, rt
 		k.hostNetSandboxes[id] = pod.Spec.HostNetwork
 		k.mu.Unlock()
 		sandboxID = id
+		podIP, havePodIP = k.sandboxIP(ctx, id), true
+		k.recordSandbox(pod, podIP)
 	}
 	if !p.KillPod {
 		for _, kill := range p.Kill {
@@ -168,9 +174,8 @@ func (k *Kubelet) execute(ctx context.Context, w *podWorker, pod *corev1.Pod, rt
 	if len(p.Start) == 0 {
 		return
 	}
-	podIP := ""
-	if resp, err := k.runtime.PodSandboxStatus(ctx, sandboxID, false); err == nil {
-		podIP = resp.GetStatus().GetNetwork().GetIp()
+	if !havePodIP {
+		podIP = k.sandboxIP(ctx, sandboxID)
 	}
 	for _, s := range p.Start {
 		if err := k.startContainer(ctx, w, pod, sandboxID, podIP, sbConfig, s); err != nil {
@@ -214,6 +219,9 @@ func (k *Kubelet) startContainer(ctx context.Context, w *podWorker, pod *corev1.
 	}
 	k.event(pod, s.Name, corev1.EventTypeNormal, "Started", "Started container "+s.Name)
 	delete(w.waiting, s.Name)
+	if len(w.waiting) == 0 {
+		k.journey.Wait(journeyRef(pod), nil)
+	}
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		if msg, err := k.runHook(ctx, pod, c, id, podIP, c.Lifecycle.PostStart, time.Duration(gracePeriod(pod, nil))*time.Second); err != nil {
 			text := fmt.Sprintf("PostStartHook failed: %s", msg)
@@ -357,6 +365,13 @@ func (k *Kubelet) admitPod(w *podWorker, pod *corev1.Pod, rt plan.Runtime) {
 	w.admitted = true
 	fresh := pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodPending &&
 		len(rt.Sandboxes) == 0 && len(rt.Containers) == 0
+	if fresh {
+		k.recordStep(pod, journey.StepKubelet, "Seen", "the kubelet on "+k.cfg.NodeName+" took the pod")
+	} else {
+		// A pod this kubelet (or an earlier run of it) had already
+		// started: its journey so far is not told again.
+		w.reported = reportedFrom(pod.Status)
+	}
 	if !fresh {
 		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
 			k.admission.admit(pod, nil)

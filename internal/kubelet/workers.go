@@ -31,6 +31,8 @@ type podWorker struct {
 	terminalMessage string
 	deleteSent      bool
 	admitted        bool // the admission has decided on the pod
+	// reported is what the pod's journey last recorded of its status.
+	reported reportedStatus
 }
 
 func (w *podWorker) poke() {

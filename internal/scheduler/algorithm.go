@@ -35,9 +35,21 @@ type algorithm struct {
 	// nextStart rotates the node evaluated first, so that consecutive pods
 	// look at different nodes.
 	nextStart int
+	// evaluated counts the nodes the last findNodesThatFit filtered.
+	evaluated int
 
 	feasible []*framework.NodeInfo
 	totals   []int64
+	// last describes the latest successful schedule, for the pod's
+	// journey.
+	last scheduleResult
+}
+
+// scheduleResult is how a node was chosen: among feasible of evaluated
+// nodes (of all in the snapshot), with the winner's score.
+type scheduleResult struct {
+	evaluated, feasible, all int
+	score                    int64
 }
 
 type nodeStatus struct {
@@ -55,6 +67,7 @@ func (a *algorithm) schedule(ctx context.Context, state *framework.CycleState, p
 	if err != nil {
 		return "", err
 	}
+	a.last = scheduleResult{evaluated: a.evaluated, feasible: len(feasible), all: a.snapshot.NumNodes()}
 	switch len(feasible) {
 	case 0:
 		return "", &framework.FitError{Pod: pod.Pod, NumAllNodes: a.snapshot.NumNodes(), Diagnosis: diagnosis}
@@ -65,7 +78,9 @@ func (a *algorithm) schedule(ctx context.Context, state *framework.CycleState, p
 	if err != nil {
 		return "", err
 	}
-	return feasible[a.selectHost(totals)].Node().Name, nil
+	best := a.selectHost(totals)
+	a.last.score = totals[best]
+	return feasible[best].Node().Name, nil
 }
 
 // numFeasibleNodesToFind is how many feasible nodes to find before
@@ -92,6 +107,7 @@ func (a *algorithm) numFeasibleNodesToFind(all int) int {
 // next cycle.
 func (a *algorithm) findNodesThatFit(ctx context.Context, state *framework.CycleState, pod *framework.PodInfo) ([]*framework.NodeInfo, framework.Diagnosis, error) {
 	all := a.snapshot.List()
+	a.evaluated = 0
 	diagnosis := framework.Diagnosis{UnschedulablePlugins: map[string]struct{}{}}
 	if s := a.fwk.RunPreFilterPlugins(ctx, state, pod, all); !s.IsSuccess() {
 		if !s.IsRejected() {
@@ -107,6 +123,7 @@ func (a *algorithm) findNodesThatFit(ctx context.Context, state *framework.Cycle
 		if node := a.snapshot.Get(nominated); node != nil &&
 			a.fwk.RunFilterPluginsWithNominatedPods(ctx, state, pod, node).IsSuccess() {
 			a.feasible = append(a.feasible[:0], node)
+			a.evaluated = 1
 			return a.feasible, diagnosis, nil
 		}
 	}
@@ -148,6 +165,7 @@ func (a *algorithm) findNodesThatFit(ctx context.Context, state *framework.Cycle
 		mu.Unlock()
 	})
 	count := int(found.Load())
+	a.evaluated = count + len(failures)
 	a.nextStart = (start + count + len(failures)) % n
 	for _, f := range failures {
 		if !f.status.IsRejected() {

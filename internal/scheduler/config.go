@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+
+	"github.com/skiff-sh/skiff/internal/journey"
 )
 
 // Config is what a Scheduler runs with. Only Client is required.
@@ -33,6 +35,9 @@ type Config struct {
 	// Recorder records the scheduler's events. When nil the scheduler
 	// records events.k8s.io/v1 events through Client as "default-scheduler".
 	Recorder events.EventRecorder
+	// Journey records, for each pod, when it left the queue and where it
+	// was bound, or why it waits; nil records nothing.
+	Journey *journey.Recorder
 	// Registry receives the scheduler's metrics; none are exported when nil.
 	Registry prometheus.Registerer
 	// Logger; slog.Default() when nil.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
+	"github.com/skiff-sh/skiff/internal/journey"
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 	"github.com/skiff-sh/skiff/internal/scheduler/queue"
 )
@@ -30,6 +31,10 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPodInfo) {
 		return
 	}
 	start := s.clock.Now()
+	if s.cfg.Journey != nil {
+		s.cfg.Journey.Record(journeyRef(pod), journey.Step{Step: journey.StepQueue, Component: journey.Scheduler, What: "Popped", Time: start,
+			Detail: fmt.Sprintf("attempt %d, after %v in the queue", qp.Attempts, start.Sub(qp.Timestamp).Round(time.Millisecond))})
+	}
 	s.cache.UpdateSnapshot(s.algo.snapshot)
 	state := framework.NewCycleState()
 	host, err := s.algo.schedule(ctx, state, qp.PodInfo)
@@ -45,6 +50,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPodInfo) {
 		return
 	}
 	s.queue.Nominator().Delete(pod)
+	chosen := s.algo.last
 
 	s.slots <- struct{}{}
 	s.inFlight.Add(1)
@@ -53,6 +59,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPodInfo) {
 			<-s.slots
 			s.inFlight.Done()
 		}()
+		bindStart := s.clock.Now()
 		if err := s.bind(ctx, pod, host); err != nil {
 			if ferr := s.cache.ForgetPod(&assumed); ferr != nil {
 				s.log.Error("cache: forget pod", "pod", key(pod), "err", ferr)
@@ -71,6 +78,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPodInfo) {
 			return
 		}
 		s.queue.Done(pod)
+		s.recordBound(pod, host, chosen, bindStart)
 		s.metrics.attempts.WithLabelValues(resultScheduled, s.cfg.SchedulerName).Inc()
 		s.metrics.attemptDuration.WithLabelValues(resultScheduled, s.cfg.SchedulerName).Observe(s.clock.Since(start).Seconds())
 		s.recorder.Eventf(&assumed, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %v/%v to %v", pod.Namespace, pod.Name, host)
@@ -128,6 +136,7 @@ func (s *Scheduler) handleFailure(ctx context.Context, qp *queue.QueuedPodInfo, 
 		s.queue.Nominator().Nominate(qp.PodInfo, *nominate)
 	}
 	s.queue.AddUnschedulable(qp, requeueOn, schedulerError)
+	s.recordWaiting(pod, reason, msg, requeueOn, schedulerError)
 	s.log.Debug("unable to schedule pod", "pod", key(pod), "reason", reason, "message", msg)
 	// Nothing to tell about a pod deleted or bound meanwhile.
 	if cur, err := s.podLister.Pods(pod.Namespace).Get(pod.Name); err != nil || cur.UID != pod.UID || cur.Spec.NodeName != "" {

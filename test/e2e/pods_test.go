@@ -88,6 +88,7 @@ func TestPods(t *testing.T) {
 			{"grace-period", e.testGracePeriod},
 			{"network", e.testNetwork},
 			{"service-account-token", e.testServiceAccountToken},
+			{"journey-command", e.testJourneyCommand},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

@@ -66,6 +66,9 @@ type Config struct {
 	Addr     string
 	// Clock paces log following; the real clock when nil.
 	Clock clock.WithTicker
+	// Journey, when set, serves the kubelet's record of its pods' steps
+	// at GET /debug/journey (authorized as nodes/proxy).
+	Journey http.Handler
 }
 
 // Server serves the kubelet API. Build it with New; Run serves it, or use it as an
@@ -120,6 +123,9 @@ func New(cfg Config) (*Server, error) {
 		mux.Handle(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.authorized(s.attach))
 		mux.Handle(m+" /portForward/{namespace}/{pod}", s.authorized(s.portForward))
 		mux.Handle(m+" /portForward/{namespace}/{pod}/{uid}", s.authorized(s.portForward))
+	}
+	if cfg.Journey != nil {
+		mux.Handle("GET /debug/journey", s.authorized(cfg.Journey.ServeHTTP))
 	}
 	s.mux = mux
 	return s, nil

@@ -231,3 +231,29 @@ func (s *Server) KubectlWith(t testing.TB, version, kubeconfig string, args ...s
 	full := append([]string{"--kubeconfig", kubeconfig, "--cache-dir", s.cacheDir}, args...)
 	return runCommand(t, KubectlPath(t, version), full, cleanEnv(), "kubectl."+version)
 }
+
+// SkiffJourney runs `skiff journey ARGS...` as a user on the server's
+// machine would: SKIFF_DATA_DIR set to the server's data dir and no
+// KUBECONFIG, so that it finds the admin kubeconfig itself.
+func (s *Server) SkiffJourney(t testing.TB, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	env := append(cleanEnv(), "SKIFF_DATA_DIR="+s.DataDir)
+	return runCommand(t, SkiffBinary(t), append([]string{"journey"}, args...), env, "skiff")
+}
+
+// KubectlPlugin runs kubectl.<version> with pluginDir first on PATH,
+// where kubectl looks for its plugins (kubectl-NAME), and the admin
+// kubeconfig given after args: kubectl finds a plugin by the words before
+// the first flag, and hands the plugin every argument after its name.
+func (s *Server) KubectlPlugin(t testing.TB, version, pluginDir string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var env []string
+	for _, kv := range cleanEnv() {
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			kv = "PATH=" + pluginDir + string(os.PathListSeparator) + path
+		}
+		env = append(env, kv)
+	}
+	full := append(append([]string(nil), args...), "--kubeconfig", s.Kubeconfig)
+	return runCommand(t, KubectlPath(t, version), full, env, "kubectl."+version)
+}
