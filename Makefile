@@ -47,7 +47,15 @@ e2e: build
 
 test: deps vet unit race fuzz e2e
 
-run: build deps
+# run installs the system packages first (seconds), then builds: the first
+# build downloads and compiles Kubernetes' modules, which takes minutes.
+run:
+	@echo "skiff: checking system packages (containerd, runc, CNI plugins, iptables, nftables)..."
+	@./hack/install-deps.sh
+	@if [ -x bin/skiff ]; then echo "skiff: building bin/skiff (under a minute when little changed)..."; \
+	else echo "skiff: building bin/skiff; the first build downloads and compiles Kubernetes' Go modules, about 10 minutes on 2 CPUs..."; fi
+	$(GO) build -ldflags='$(LDFLAGS)' -o bin/skiff ./cmd/skiff
+	@echo "skiff: built; starting the server (it is ready when it prints 'skiff server is running')"
 	./bin/skiff server
 
 clean:

@@ -2,7 +2,9 @@ package app
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/component-base/cli"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
@@ -33,4 +35,23 @@ func DefaultDataDir() string {
 		return ".skiff"
 	}
 	return filepath.Join(home, ".skiff")
+}
+
+// invokedAs is how the user can run this binary again: its name when the
+// shell finds it on PATH, else the path it was started by (bin/skiff).
+func invokedAs() string {
+	arg0 := os.Args[0]
+	if !strings.Contains(arg0, "/") {
+		return arg0
+	}
+	found, err := exec.LookPath(filepath.Base(arg0))
+	if err != nil {
+		return arg0
+	}
+	a, errA := os.Stat(found)
+	b, errB := os.Stat(arg0)
+	if errA == nil && errB == nil && os.SameFile(a, b) {
+		return filepath.Base(arg0)
+	}
+	return arg0
 }

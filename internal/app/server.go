@@ -553,7 +553,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		}
 		slog.Info("skiff server is ready", "url", serverURL, "kubeconfig", kubeconfigPath)
 		if cfg.OnReady == nil {
-			fmt.Fprintf(os.Stderr, "\nskiff server is running at %s\n  kubeconfig: %s\n  try:        skiff kubectl get namespaces   (or: KUBECONFIG=%s kubectl get pods)\n\n", serverURL, kubeconfigPath, kubeconfigPath)
+			self := invokedAs()
+			fmt.Fprintf(os.Stderr, "\nskiff server is running at %s\n  kubeconfig: %s\n  try:        %s kubectl get namespaces   (or: KUBECONFIG=%s kubectl get pods)\n              %s journey pod/NAME           (a pod's way to Running, or why it is not)\n\n",
+				serverURL, kubeconfigPath, self, kubeconfigPath, self)
 		}
 		if cfg.OnReady != nil {
 			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: inProcess})

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	gwebsocket "github.com/gorilla/websocket"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +28,7 @@ import (
 	clientportforward "k8s.io/client-go/tools/portforward"
 	clientremotecommand "k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/util/exec"
+	"k8s.io/klog/v2"
 )
 
 // wsIdleTimeout ends a WebSocket session with no traffic either way, as the kubelet's
@@ -57,6 +60,7 @@ func (p *Proxy) translate(w *hijackWriter, r *http.Request, loc *url.URL, opts s
 		remotecommand.StreamProtocolV5Name: {Binary: true, Channels: channels},
 	})
 	conn.SetIdleTimeout(wsIdleTimeout)
+	r = r.WithContext(klog.NewContext(r.Context(), normalCloseLogger(r.Context())))
 	_, streams, err := conn.Open(w, r)
 	if err != nil {
 		slog.Debug("websocket remote command: open", "path", r.URL.Path, "err", err)
@@ -237,4 +241,30 @@ func (p *Proxy) tunnel(w *hijackWriter, r *http.Request, loc *url.URL) error {
 	case <-r.Context().Done():
 	}
 	return nil
+}
+
+// normalCloseLogger is the request's logger with one change: upstream's
+// WebSocket loop (wsstream) logs, as an error, the read that the end of
+// every session interrupts ("use of closed network connection"). A
+// normal close is not an error: such lines go to the debug level.
+func normalCloseLogger(ctx context.Context) logr.Logger {
+	return logr.New(closedConnSink{klog.FromContext(ctx).GetSink()})
+}
+
+type closedConnSink struct{ logr.LogSink }
+
+func (s closedConnSink) Error(err error, msg string, kv ...any) {
+	if errors.Is(err, net.ErrClosed) {
+		s.LogSink.Info(4, msg, append(kv, "err", err)...)
+		return
+	}
+	s.LogSink.Error(err, msg, kv...)
+}
+
+func (s closedConnSink) WithValues(kv ...any) logr.LogSink {
+	return closedConnSink{s.LogSink.WithValues(kv...)}
+}
+
+func (s closedConnSink) WithName(name string) logr.LogSink {
+	return closedConnSink{s.LogSink.WithName(name)}
 }
