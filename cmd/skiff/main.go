@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,8 @@ Usage:
                            show how Secrets are encrypted at rest; rotate the key (server stopped)
   skiff token create [--ttl 24h] [--description D]
                            create a join token (bootstrap token Secret) and print it
+  skiff images import FILE [--data-dir D]
+                           import an image tarball (docker save or OCI, .tar/.tar.gz) into the running node
   skiff journey pod/NAME [-n NS]
                            a pod's timeline from apply to Running, and why it is not running yet
                            (--summary: where the time goes across recent pods)
@@ -62,6 +65,8 @@ func main() {
 		os.Exit(runSecretsEncrypt(os.Args[2:]))
 	case "token":
 		os.Exit(runToken(os.Args[2:], os.Stdout, os.Stderr))
+	case "images":
+		os.Exit(runImages(os.Args[2:], os.Stdout, os.Stderr))
 	case "journey":
 		os.Exit(app.RunJourney("skiff journey", os.Args[2:], os.Stdout, os.Stderr))
 	case "version", "--version":
@@ -385,6 +390,47 @@ func runToken(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, tok)
+	return 0
+}
+
+func runImages(args []string, stdout, stderr io.Writer) int {
+	sub := slices.Index(args, "import")
+	if sub < 0 {
+		fmt.Fprintln(stderr, "usage: skiff images import FILE [--data-dir D]")
+		return 2
+	}
+	fs := flag.NewFlagSet("skiff images import", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", app.DefaultDataDir(), "the data directory of the running skiff server or agent whose node gets the image")
+	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the node to import the image")
+	// The file may come before or after the flags.
+	var files []string
+	rest := slices.Delete(slices.Clone(args), sub, sub+1)
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(files) != 1 {
+		fmt.Fprintln(stderr, "usage: skiff images import FILE [--data-dir D]")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	name, err := app.ImportImage(ctx, *dataDir, files[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "skiff images import: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "imported %s into the node (kept as %s, imported again at each start)\n", files[0], filepath.Join(*dataDir, "agent", "images", name))
 	return 0
 }
 

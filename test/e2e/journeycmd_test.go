@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiff-sh/skiff/internal/journey"
+	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
 	"github.com/skiff-sh/skiff/test/e2e/framework"
 )
 
@@ -210,4 +211,41 @@ func (e *podsEnv) testJourneyCommand(t *testing.T) {
 		}
 		framework.MustContain(t, "summary", stdout, "SEGMENT", "P50", "P99", "Accepted → Stored", "Bound → Seen")
 	})
+}
+
+// testImagesImport imports an image tarball into the running node with
+// `skiff images import` and runs a pod from it with no registry.
+func (e *podsEnv) testImagesImport(t *testing.T) {
+	const ns, image = "imported", "example.com/imported/busybox:1"
+	img, err := testimages.Busybox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "imported-busybox.tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := img.WriteArchive(f, image); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := e.s.Skiff(t, "images", "import", archive)
+	if err != nil {
+		t.Fatalf("skiff images import: %v\n%s%s", err, stdout, stderr)
+	}
+	framework.MustContain(t, "skiff images import", stdout, "imported "+archive+" into the node")
+
+	k := newKubectl(t, e.s.Server, "1.33")
+	e.namespace(t, k, ns)
+	applyManifests(t, k, ns, podManifest{Name: "from-tarball", Image: image, Command: []string{"sleep", "3600"},
+		ContainerExtra: "    imagePullPolicy: Never\n"}.yaml())
+	k.ok("wait", "-n", ns, "--for=condition=Ready", "pod/from-tarball", "--timeout=120s")
+
+	// A file that is no image archive is refused before it reaches the node.
+	if _, stderr, err := e.s.Skiff(t, "images", "import", filepath.Join(t.TempDir(), "notes.txt")); err == nil || !strings.Contains(stderr, "ends in .tar, .tar.gz or .tgz") {
+		t.Errorf("importing notes.txt: %v, stderr %q; want a refusal naming the suffixes", err, stderr)
+	}
 }

@@ -89,6 +89,7 @@ func TestPods(t *testing.T) {
 			{"network", e.testNetwork},
 			{"service-account-token", e.testServiceAccountToken},
 			{"journey-command", e.testJourneyCommand},
+			{"images-import", e.testImagesImport},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

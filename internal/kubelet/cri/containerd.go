@@ -181,8 +181,12 @@ func StartContainerd(ctx context.Context, cfg Config) (*Containerd, error) {
 		close(c.spawns)
 		return nil, err
 	}
+	if err := os.MkdirAll(cfg.ImagesDir, 0o755); err != nil {
+		c.log.Warn("create images directory", "dir", cfg.ImagesDir, "err", err)
+	}
 	c.importImageDir(ctx)
 	go c.supervise(ctx)
+	go c.watchImageDir(ctx, imageDirPoll)
 	return c, nil
 }
 

@@ -299,6 +299,28 @@ func TestImageDirImport(t *testing.T) {
 		t.Errorf("%d imports logged at first start, want 2", n)
 	}
 
+	// A tarball dropped while containerd runs is imported without a
+	// restart: written under another name, then renamed, as a copy would.
+	partial := filepath.Join(imagesDir, "late.tar.part")
+	writeArchive(partial, "example.com/airgap/late:1", false)
+	if err := os.Rename(partial, filepath.Join(imagesDir, "late.tar")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := rt.client.Images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: "example.com/airgap/late:1"}, false)
+		if err == nil && st.GetImage() != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a tarball dropped while running was not imported within 60s (%v); log:\n%s", err, rt.logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := rt.c.ImportedImages(); !slices.Contains(got, "late.tar") {
+		t.Errorf("ImportedImages = %v, want late.tar among them", got)
+	}
+
 	// Restart on the same data dir with one tarball changed.
 	rt.stop(t)
 	writeArchive(filepath.Join(imagesDir, "other.tar.gz"), "example.com/airgap/other:2", true)

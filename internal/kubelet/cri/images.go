@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,6 +132,62 @@ func (c *Containerd) importImageDir(ctx context.Context) {
 	}
 }
 
+// imageDirPoll is how often the images directory is looked at while
+// containerd runs.
+const imageDirPoll = 2 * time.Second
+
+// fileStamp is what a poll sees of a tarball: a change of either means
+// the file changed.
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+}
+
+// imageDirStamps lists the tarballs of the images directory.
+func (c *Containerd) imageDirStamps() map[string]fileStamp {
+	entries, err := os.ReadDir(c.cfg.ImagesDir)
+	if err != nil {
+		return nil
+	}
+	stamps := map[string]fileStamp{}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !hasAnySuffix(e.Name(), imageArchiveExts) {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			stamps[e.Name()] = fileStamp{info.Size(), info.ModTime()}
+		}
+	}
+	return stamps
+}
+
+// watchImageDir imports the tarballs dropped into (or changed in) the
+// images directory while containerd runs, once a file has held still for
+// one poll (a copy still being written is left alone until it ends). A
+// tarball that fails is logged and tried again when the directory
+// changes or at the next start.
+func (c *Containerd) watchImageDir(ctx context.Context, poll time.Duration) {
+	imported := c.imageDirStamps()
+	last := imported
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		stamps := c.imageDirStamps()
+		switch {
+		case !maps.Equal(stamps, last):
+			last = stamps // changing: look again at the next poll
+		case !maps.Equal(stamps, imported):
+			c.importImageDir(ctx)
+			imported = stamps
+		}
+	}
+}
+
 // importFile imports one tarball, decompressing gzip.
 func (c *Containerd) importFile(ctx context.Context, path string) error {
 	f, err := os.Open(path)
@@ -181,3 +238,20 @@ func hasAnySuffix(s string, suffixes []string) bool {
 	}
 	return false
 }
+
+// ImportedDigest is the digest of the tarball name (in the images
+// directory) as last imported by the containerd of the agent data dir
+// dataDir (Config.DataDir), false when it was not imported.
+func ImportedDigest(dataDir, name string) (string, bool) {
+	state := map[string]importRecord{}
+	data, err := os.ReadFile(filepath.Join(dataDir, "containerd", "imported-images.json"))
+	if err != nil || json.Unmarshal(data, &state) != nil {
+		return "", false
+	}
+	rec, ok := state[name]
+	return rec.Digest, ok
+}
+
+// IsImageArchive says whether a file name is one the images directory
+// imports (.tar, .tar.gz, .tgz).
+func IsImageArchive(name string) bool { return hasAnySuffix(name, imageArchiveExts) }
