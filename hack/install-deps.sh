@@ -4,9 +4,10 @@
 #   containerd, runc, containernetworking-plugins, iptables: the agent's runtime
 #   nftables: nft, to inspect kube-proxy's rules (kube-proxy programs them over netlink)
 #   busybox-static, docker-registry: images and a local registry for the tests
+#   chromium-headless-shell: the browser test of `skiff dashboard`
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins iptables nftables busybox-static docker-registry)
+packages=(containerd runc containernetworking-plugins iptables nftables busybox-static docker-registry chromium-headless-shell)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -34,6 +34,8 @@ Usage:
                            show how Secrets are encrypted at rest; rotate the key (server stopped)
   skiff token create [--ttl 24h] [--description D]
                            create a join token (bootstrap token Secret) and print it
+  skiff dashboard [--port 8001]
+                           a local web page: the cluster at a glance and each pod's journey, live
   skiff images import FILE [--data-dir D]
                            import an image tarball (docker save or OCI, .tar/.tar.gz) into the running node
   skiff journey pod/NAME [-n NS]
@@ -65,6 +67,8 @@ func main() {
 		os.Exit(runSecretsEncrypt(os.Args[2:]))
 	case "token":
 		os.Exit(runToken(os.Args[2:], os.Stdout, os.Stderr))
+	case "dashboard":
+		os.Exit(app.RunDashboard(os.Args[2:], os.Stdout, os.Stderr))
 	case "images":
 		os.Exit(runImages(os.Args[2:], os.Stdout, os.Stderr))
 	case "journey":

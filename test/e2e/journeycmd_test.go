@@ -249,3 +249,49 @@ func (e *podsEnv) testImagesImport(t *testing.T) {
 		t.Errorf("importing notes.txt: %v, stderr %q; want a refusal naming the suffixes", err, stderr)
 	}
 }
+
+// testDashboard opens `skiff dashboard` in headless Chromium, creates a
+// pod and watches the open page show it appear, reach Running and draw
+// its journey, then keeps a screenshot.
+func (e *podsEnv) testDashboard(t *testing.T) {
+	const ns, name = "dashboard", "dash-pod"
+	url := e.s.StartDashboard(t)
+	b := framework.StartBrowser(t)
+	b.Navigate(t, url+"/#pod="+ns+"/"+name)
+	b.WaitText(t, 30*time.Second, "the page's live feed", `document.getElementById("live").textContent`,
+		func(s string) bool { return strings.HasPrefix(s, "live") })
+	if pods := b.Eval(t, `document.getElementById("pods").innerText`); strings.Contains(pods, name) {
+		t.Fatalf("%s listed before it exists:\n%s", name, pods)
+	}
+	b.WaitText(t, 30*time.Second, "the node with its allocation", `document.getElementById("nodes").innerText`,
+		func(s string) bool { return strings.Contains(s, e.node) && strings.Contains(s, "Ready") })
+
+	k := newKubectl(t, e.s.Server, "1.33")
+	e.namespace(t, k, ns)
+	applyManifests(t, k, ns, podManifest{Name: name, Image: e.image, Command: []string{"sleep", "3600"}}.yaml())
+
+	// The page is not reloaded: what it shows comes from its event stream.
+	seen := b.WaitText(t, 2*time.Minute, name+" Running in the page's pod list", `[...document.querySelectorAll("#seen li")].map(l => l.textContent).join("\n")`,
+		func(s string) bool { return strings.Contains(s, ns+"/"+name+" Running") })
+	t.Logf("statuses the page saw, in order:\n%s", seen)
+	lanes := b.WaitText(t, time.Minute, "the journey's swimlane up to Ready",
+		`[...document.querySelectorAll("#swimlane circle")].map(c => c.dataset.what).join(",")`,
+		func(s string) bool { return strings.HasPrefix(s, "Accepted,Stored,") && strings.Contains(s, ",Ready") })
+	for _, step := range []string{"Popped", "Bound", "Seen", "SandboxReady", "Started", "Running"} {
+		if !strings.Contains(lanes, step) {
+			t.Errorf("swimlane steps %q lack %s", lanes, step)
+		}
+	}
+	framework.MustContain(t, "journey panel", b.Eval(t, `document.getElementById("journey").innerText`),
+		"pod "+ns+"/"+name+" on "+e.node+": Running, Ready", "api-server", "scheduler", "kubelet on "+e.node)
+	if glance := b.Eval(t, `document.getElementById("glance").textContent`); !regexp.MustCompile(`^[0-9]+ nodes, [0-9]+ pods$`).MatchString(glance) {
+		t.Errorf("cluster at a glance: %q", glance)
+	}
+
+	shot := filepath.Join(framework.ArtifactsDir(t), "dashboard-"+e.node+".png")
+	b.Screenshot(t, shot)
+	if info, err := os.Stat(shot); err != nil || info.Size() < 10_000 {
+		t.Errorf("screenshot %s: %v (size %v), want a picture of the page", shot, err, info)
+	}
+	t.Logf("screenshot: %s", shot)
+}

@@ -90,6 +90,7 @@ func TestPods(t *testing.T) {
 			{"service-account-token", e.testServiceAccountToken},
 			{"journey-command", e.testJourneyCommand},
 			{"images-import", e.testImagesImport},
+			{"dashboard", e.testDashboard},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

@@ -192,6 +192,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
+
 // ParseTable splits kubectl's table output into rows of cells. Cells are
 // separated by two or more spaces (kubectl pads columns with at least
 // three), so cells with single spaces inside ("NOMINATED NODE") stay whole.
