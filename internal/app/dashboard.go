@@ -78,9 +78,7 @@ func serveDashboard(ctx context.Context, cs kubernetes.Interface, port int, stdo
 	}
 	d := dashboard.New(cs)
 	defer d.Shutdown()
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := d.Run(startCtx); err != nil {
+	if err := d.Start(ctx, 30*time.Second); err != nil {
 		ln.Close()
 		return err
 	}

@@ -31,14 +31,15 @@ import (
 //go:embed index.html
 var indexHTML []byte
 
-// Server is the dashboard's HTTP handler. Build it with New; Run starts
-// its watches.
+// Server is the dashboard's HTTP handler. Build it with New; Start
+// starts its watches, Shutdown stops them.
 type Server struct {
 	cs      kubernetes.Interface
 	pods    listerscorev1.PodLister
 	nodes   listerscorev1.NodeLister
 	synced  []cache.InformerSynced
 	factory informers.SharedInformerFactory
+	stop    context.CancelFunc
 	mux     *http.ServeMux
 
 	mu      sync.Mutex
@@ -67,18 +68,26 @@ func New(cs kubernetes.Interface) *Server {
 	return s
 }
 
-// Run watches pods and nodes until ctx ends; it returns once the first
-// lists are in.
-func (s *Server) Run(ctx context.Context) error {
+// Start watches pods and nodes until ctx ends or Shutdown; it returns
+// once the first lists are in, or after syncTimeout with an error.
+func (s *Server) Start(ctx context.Context, syncTimeout time.Duration) error {
+	ctx, s.stop = context.WithCancel(ctx)
 	s.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
-		return fmt.Errorf("dashboard: the pod and node lists did not arrive: %w", ctx.Err())
+	synced, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(synced.Done(), s.synced...) {
+		return fmt.Errorf("dashboard: the pod and node lists did not arrive within %v", syncTimeout)
 	}
 	return nil
 }
 
-// Shutdown stops the watches.
-func (s *Server) Shutdown() { s.factory.Shutdown() }
+// Shutdown stops the watches and waits for them to end.
+func (s *Server) Shutdown() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.factory.Shutdown()
+}
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")

@@ -77,7 +77,7 @@ func TestServer(t *testing.T) {
 	s := New(cs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := s.Run(ctx); err != nil {
+	if err := s.Start(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Shutdown()
