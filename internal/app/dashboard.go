@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -39,19 +38,7 @@ func RunDashboard(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "skiff dashboard: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	if *kube.KubeConfig == "" && os.Getenv("KUBECONFIG") == "" {
-		if local := filepath.Join(DefaultDataDir(), "kubeconfig.yaml"); fileExists(local) {
-			*kube.KubeConfig = local
-		}
-	}
-	rc, err := kube.ToRESTConfig()
-	if err == nil {
-		rc.QPS, rc.Burst = 50, 100
-	}
-	var cs kubernetes.Interface
-	if err == nil {
-		cs, err = kubernetes.NewForConfig(rc)
-	}
+	cs, err := clientFromFlags(kube, 50)
 	if err != nil {
 		fmt.Fprintf(stderr, "skiff dashboard: %v\n", err)
 		return 1
@@ -63,11 +50,6 @@ func RunDashboard(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 func serveDashboard(ctx context.Context, cs kubernetes.Interface, port int, stdout io.Writer) error {

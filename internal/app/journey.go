@@ -63,18 +63,7 @@ func RunJourney(name string, args []string, stdout, stderr io.Writer) int {
 	if *install != "" {
 		return installJourneyPlugin(*install, stdout, stderr)
 	}
-	if (*kube.KubeConfig == "") && os.Getenv("KUBECONFIG") == "" {
-		local := filepath.Join(DefaultDataDir(), "kubeconfig.yaml")
-		if _, err := os.Stat(local); err == nil {
-			*kube.KubeConfig = local
-		}
-	}
-	rc, err := kube.ToRESTConfig()
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 1
-	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := clientFromFlags(kube, 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
@@ -121,6 +110,26 @@ func RunJourney(name string, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// clientFromFlags is a client for kubectl's flags, which default, when
+// neither KUBECONFIG nor --kubeconfig is set, to the local server's admin
+// kubeconfig (as `skiff kubectl` does). qps 0 keeps client-go's limits.
+func clientFromFlags(kube *genericclioptions.ConfigFlags, qps float32) (kubernetes.Interface, error) {
+	if *kube.KubeConfig == "" && os.Getenv("KUBECONFIG") == "" {
+		local := filepath.Join(DefaultDataDir(), "kubeconfig.yaml")
+		if _, err := os.Stat(local); err == nil {
+			*kube.KubeConfig = local
+		}
+	}
+	rc, err := kube.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	if qps > 0 {
+		rc.QPS, rc.Burst = qps, int(2*qps)
+	}
+	return kubernetes.NewForConfig(rc)
 }
 
 // printJourney prints a pod's diagnosis (when it is not Running and

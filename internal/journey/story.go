@@ -47,12 +47,13 @@ func Read(ctx context.Context, cs kubernetes.Interface, namespace, name string) 
 	}
 	var parts []Pod
 	server, err := fetchPod(ctx, cs, Path, pod)
-	if err != nil {
-		return nil, err
-	}
-	if server != nil {
+	switch {
+	case err != nil: // not allowed to read it: tell what the API keeps
+		st.Fallback = append(st.Fallback, "api-server and scheduler ("+err.Error()+")")
+		parts = append(parts, apiFallback(pod, st.Events))
+	case server != nil:
 		parts = append(parts, *server)
-	} else {
+	default:
 		st.Fallback = append(st.Fallback, "api-server and scheduler")
 		parts = append(parts, apiFallback(pod, st.Events))
 	}
@@ -83,12 +84,12 @@ func Read(ctx context.Context, cs kubernetes.Interface, namespace, name string) 
 }
 
 // fetchPod reads one recorder's record of pod at path: nil when it has
-// none; an error only when the caller may not read it at all.
+// none (or does not answer); an error when the caller may not read it.
 func fetchPod(ctx context.Context, cs kubernetes.Interface, path string, pod *corev1.Pod) (*Pod, error) {
 	data, err := cs.CoreV1().RESTClient().Get().AbsPath(path).Param("uid", string(pod.UID)).DoRaw(ctx)
 	if err != nil {
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return nil, fmt.Errorf("reading %s: %w", path, err)
+			return nil, fmt.Errorf("%s is not readable with these credentials: %w", path, err)
 		}
 		return nil, nil
 	}
