@@ -79,6 +79,9 @@ func (k *Kubelet) syncPod(ctx context.Context, w *podWorker) (time.Duration, boo
 			return retry, false
 		}
 	}
+	if hold := attachHold(pod, rt, k.clock.Now()); hold > 0 && !terminating {
+		return hold, false
+	}
 	k.probes.sync(pod, rt)
 	stopped := len(rt.Running()) == 0
 	st := k.report(ctx, w, pod, rt, terminating && stopped)
@@ -385,4 +388,33 @@ func (k *Kubelet) admitPod(w *podWorker, pod *corev1.Pod, rt plan.Runtime) {
 	slog.Info("pod rejected", "pod", klogRef(pod), "reason", reason, "message", message)
 	k.event(pod, "", corev1.EventTypeWarning, reason, message)
 	w.terminalReason, w.terminalMessage = reason, "Pod was rejected: "+message
+}
+
+// attachWindow is how long a container started to be attached to is
+// running before the kubelet reports it running.
+const attachWindow = time.Second
+
+// attachHold is how long to hold back the report of a pod with a
+// container started to be attached to (stdin and stdinOnce, as `kubectl
+// run -i` makes) that started less than attachWindow ago. kubectl attaches
+// once it sees the container running, and output written before the
+// attach is not replayed: a container that ends at once (`-- echo hello`)
+// would print nothing. Upstream's kubelet reports a started container at
+// its next relist, up to a second later, by when such a container has
+// ended and kubectl prints its logs instead; this keeps that behaviour
+// for these containers' first start only (a restarted one, of a pod that
+// restarts always, is reported at once: kubectl waits for it to be ready,
+// attaches, and falls back to its logs when it has ended).
+func attachHold(pod *corev1.Pod, rt plan.Runtime, now time.Time) time.Duration {
+	var hold time.Duration
+	for _, c := range rt.Running() {
+		spec, _ := findContainer(pod, c.Name)
+		if spec == nil || !spec.Stdin || !spec.StdinOnce || c.StartedAt.IsZero() || c.RestartCount > 0 {
+			continue
+		}
+		if left := attachWindow - now.Sub(c.StartedAt); left > hold {
+			hold = left
+		}
+	}
+	return hold
 }

@@ -295,3 +295,22 @@ func (e *podsEnv) testDashboard(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", shot)
 }
+
+// testRunAttach is the newcomer's `kubectl run -i --rm`: a container that
+// prints and ends at once still gets its output to the user, with and
+// without --restart=Never.
+func (e *podsEnv) testRunAttach(t *testing.T) {
+	const ns = "run-attach"
+	k := newKubectl(t, e.s.Server, "1.33")
+	e.namespace(t, k, ns)
+	for _, tc := range []struct{ name, restart string }{{"once", "Never"}, {"always", "Always"}} {
+		stdout, stderr, err := k.run("run", "-n", ns, "-i", "--rm", "hello-"+tc.name, "--restart="+tc.restart, "--image="+e.image, "--", "echo", "hello")
+		if err != nil {
+			t.Errorf("kubectl run -i --rm --restart=%s: %v\n%s%s", tc.restart, err, stdout, stderr)
+			continue
+		}
+		if !strings.Contains(stdout, "hello\n") {
+			t.Errorf("kubectl run -i --rm --restart=%s -- echo hello: stdout %q, stderr %q; want hello", tc.restart, stdout, stderr)
+		}
+	}
+}

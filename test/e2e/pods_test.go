@@ -91,6 +91,7 @@ func TestPods(t *testing.T) {
 			{"journey-command", e.testJourneyCommand},
 			{"images-import", e.testImagesImport},
 			{"dashboard", e.testDashboard},
+			{"run-attach", e.testRunAttach},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
