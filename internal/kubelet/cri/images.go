@@ -188,8 +188,19 @@ func (c *Containerd) watchImageDir(ctx context.Context, poll time.Duration) {
 	}
 }
 
-// importFile imports one tarball, decompressing gzip.
+// importFile imports one tarball, decompressing gzip. Its images that
+// name no platform are imported for this node's.
 func (c *Containerd) importFile(ctx context.Context, path string) error {
+	fixedPath, fixed, err := withNodePlatform(path, c.dir, runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if fixedPath != "" {
+		defer os.Remove(fixedPath)
+		c.log.Warn("image tarball names no os/architecture; importing it for this node's", "file", path,
+			"images", fixed, "platform", runtime.GOOS+"/"+runtime.GOARCH)
+		path = fixedPath
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return err
