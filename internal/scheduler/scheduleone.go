@@ -153,7 +153,7 @@ func (s *Scheduler) report(ctx context.Context, pod *corev1.Pod, reason, msg str
 	}
 	s.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", msg)
 	status, changed := podStatusWithCondition(pod, corev1.PodCondition{
-		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: msg,
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: pod.Generation,
 	}, nominate, s.clock.Now())
 	if !changed {
 		return

@@ -62,6 +62,10 @@ func Generate(in Input) corev1.PodStatus {
 		StartTime: old.StartTime,
 		Reason:    old.Reason,
 		Message:   old.Message,
+		// The generation of the spec this status answers, as the
+		// kubelet reports it (PodObservedGenerationTracking, GA since
+		// v1.35); its own conditions carry it too.
+		ObservedGeneration: pod.Generation,
 	}
 	if st.StartTime == nil {
 		t := metav1.NewTime(in.Now.Truncate(time.Second))
@@ -309,7 +313,7 @@ func conditions(in Input, st *corev1.PodStatus, sandbox *plan.Sandbox) []corev1.
 	done := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
 	var out []corev1.PodCondition
 	add := func(t corev1.PodConditionType, ok bool, reason, msg string) {
-		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: pod.Generation}
 		if ok {
 			c.Status = corev1.ConditionTrue
 		}
@@ -424,7 +428,7 @@ func conditions(in Input, st *corev1.PodStatus, sandbox *plan.Sandbox) []corev1.
 	}
 	if !scheduled {
 		others = append(others, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue,
-			LastTransitionTime: metav1.NewTime(in.Now.Truncate(time.Second))})
+			LastTransitionTime: metav1.NewTime(in.Now.Truncate(time.Second)), ObservedGeneration: pod.Generation})
 	}
 	sort.SliceStable(others, func(i, j int) bool {
 		return others[i].Type == corev1.PodScheduled && others[j].Type != corev1.PodScheduled

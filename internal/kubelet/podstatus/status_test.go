@@ -243,3 +243,25 @@ func TestGenerateKeepsTransitionTimes(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestGenerateObservedGeneration: the status answers the spec's
+// generation, and so do the kubelet's conditions; others' conditions keep
+// what their owner wrote.
+func TestGenerateObservedGeneration(t *testing.T) {
+	pod := newPod(corev1.RestartPolicyAlways, nil, "a")
+	pod.Generation = 3
+	pod.Status.Conditions[0].ObservedGeneration = 1 // the scheduler's, from generation 1
+	rt := plan.Runtime{Sandboxes: []plan.Sandbox{sandbox}, Containers: []plan.Container{c("c1", "a", plan.Running, 0, 0)}}
+	st := Generate(Input{Pod: pod, Runtime: rt, Now: t0.Add(time.Minute)})
+	if st.ObservedGeneration != 3 {
+		t.Errorf("status.observedGeneration %d, want 3", st.ObservedGeneration)
+	}
+	for _, ct := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		if got := cond(st, ct).ObservedGeneration; got != 3 {
+			t.Errorf("%s observedGeneration %d, want 3", ct, got)
+		}
+	}
+	if got := cond(st, corev1.PodScheduled).ObservedGeneration; got != 1 {
+		t.Errorf("PodScheduled observedGeneration %d, want the scheduler's 1", got)
+	}
+}
