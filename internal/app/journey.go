@@ -184,7 +184,7 @@ func printJourneySummary(ctx context.Context, cs kubernetes.Interface, namespace
 	for _, r := range journey.Summarize(pods) {
 		p50, p99 := "-", "-"
 		if r.Count > 0 {
-			p50, p99 = r.P50.Round(time.Millisecond).String(), r.P99.Round(time.Millisecond).String()
+			p50, p99 = journey.Ms(r.P50), journey.Ms(r.P99)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Segment, r.Count, p50, p99)
 	}

@@ -253,8 +253,13 @@ func (st *Story) diagnoseContainer(c corev1.ContainerStatus, kubelet string) str
 		if strings.HasSuffix(what, "not found") {
 			return fmt.Sprintf("waiting at step %d (%s): %s (%s); %s", StepKubelet, kubelet, what, w.Reason, st.nextTry("pull"))
 		}
-		return fmt.Sprintf("waiting at step %d (%s): %s (%s: %s); %s", StepKubelet, kubelet, what, w.Reason,
-			shorten(oneLine(w.Message), 200), st.nextTry("pull"))
+		hint := ""
+		if m := strings.ToLower(w.Message); strings.Contains(m, "no such host") || strings.Contains(m, "dial tcp") ||
+			strings.Contains(m, "i/o timeout") || strings.Contains(m, "connection refused") || strings.Contains(m, "network is unreachable") {
+			hint = "; the registry cannot be reached: without one, give the node the image with `skiff images import FILE`"
+		}
+		return fmt.Sprintf("waiting at step %d (%s): %s (%s: %s); %s%s", StepKubelet, kubelet, what, w.Reason,
+			shortenHead(oneLine(w.Message), 200), st.nextTry("pull"), hint)
 	case "CrashLoopBackOff":
 		exit := ""
 		if t := c.LastTerminationState.Terminated; t != nil {
@@ -301,6 +306,15 @@ func (st *Story) notReadyWords() string {
 		}
 	}
 	return words
+}
+
+// shortenHead keeps the end of a long message: a wrapped error's root
+// cause comes last.
+func shortenHead(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-(n-3):]
 }
 
 func shorten(s string, n int) string {

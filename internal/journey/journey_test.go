@@ -287,7 +287,7 @@ func TestDiagnose(t *testing.T) {
 			return p
 		}(),
 		node: readyNode,
-		want: `waiting at step 5 (kubelet on node-1): image "nginx:1.25" could not be pulled (ErrImagePull: dial tcp: lookup registry-1.docker.io: no such host); retried with a back-off (10 s doubling up to 5 min)`,
+		want: "waiting at step 5 (kubelet on node-1): image \"nginx:1.25\" could not be pulled (ErrImagePull: dial tcp: lookup registry-1.docker.io: no such host); retried with a back-off (10 s doubling up to 5 min); the registry cannot be reached: without one, give the node the image with `skiff images import FILE`",
 	}, {
 		name: "crash loop",
 		pod: func() *corev1.Pod {

@@ -286,11 +286,20 @@ func podReady(pod *corev1.Pod) bool {
 // ms rounds a duration for printing: milliseconds, or seconds past a
 // minute.
 func ms(d time.Duration) string {
-	if d >= time.Minute || d <= -time.Minute {
+	switch {
+	case d >= time.Minute || d <= -time.Minute:
 		return d.Round(time.Second).String()
+	case d == 0:
+		return "0ms"
+	case d < time.Millisecond && d > -time.Millisecond:
+		return d.Round(time.Microsecond).String()
 	}
 	return d.Round(time.Millisecond).String()
 }
+
+// Ms prints a duration as the journey does: microseconds below a
+// millisecond, milliseconds below a minute, seconds above.
+func Ms(d time.Duration) string { return ms(d) }
 
 // Timeline returns the steps as rows: step number, component, wall-clock
 // time (ms), time since the previous step, what and details.
