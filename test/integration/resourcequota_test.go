@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	quotav1 "k8s.io/apiserver/pkg/quota/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/test/integration/framework"
@@ -162,14 +163,23 @@ func TestResourceQuota(t *testing.T) {
 		limit, changed = limit+1, time.Now()
 		q.Spec.Hard[widgetCount] = *resource.NewQuantity(limit, resource.DecimalSI)
 		_, err = quotas.Update(ctx, q, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil // the quota controller wrote its status meanwhile
+		}
 		return false, err
 	})
-	q, err := quotas.Get(ctx, "q", metav1.GetOptions{})
+	// The quota controller writes the status while the test writes the
+	// spec: read again on a conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		q, err := quotas.Get(ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		q.Spec.Hard = hard
+		_, err = quotas.Update(ctx, q, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	q.Spec.Hard = hard
-	if _, err := quotas.Update(ctx, q, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitUsed("used to show the custom resource", 30*time.Second, map[corev1.ResourceName]string{
