@@ -253,6 +253,11 @@ func normalCloseLogger(ctx context.Context) logr.Logger {
 
 type closedConnSink struct{ logr.LogSink }
 
+// Init does nothing: the wrapped sink, shared by every logger of the
+// process, was initialized when its own logger was made (passing Init on
+// would write its call depth while other goroutines log).
+func (s closedConnSink) Init(logr.RuntimeInfo) {}
+
 func (s closedConnSink) Error(err error, msg string, kv ...any) {
 	if errors.Is(err, net.ErrClosed) {
 		s.LogSink.Info(4, msg, append(kv, "err", err)...)
