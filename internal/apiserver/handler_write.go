@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -183,7 +184,10 @@ func (ep *endpoint) admissionAttributes(ctx context.Context, obj, old runtime.Ob
 }
 
 func (ep *endpoint) create(w http.ResponseWriter, r *http.Request, info requestInfo) error {
-	received := ep.s.cfg.Journey.Now()
+	var received, storing time.Time // a pod's journey: arrival, start of the write
+	if ep.recordsJourney {
+		received = ep.s.cfg.Journey.Now()
+	}
 	ctx, cancel := withTimeout(r.Context())
 	defer cancel()
 	creater, ok := ep.rest.(rest.Creater)
@@ -244,7 +248,9 @@ func (ep *endpoint) create(w http.ResponseWriter, r *http.Request, info requestI
 		created = &registrystorage.Created{SkipOut: true}
 		ctx = registrystorage.WithCreated(ctx, created)
 	}
-	storing := ep.s.cfg.Journey.Now()
+	if ep.recordsJourney {
+		storing = ep.s.cfg.Journey.Now()
+	}
 	result, err := creater.Create(ctx, hubObj, rest.AdmissionToValidateObjectFunc(admit, attrs, ep.objectInterfaces()), opts)
 	if err != nil {
 		return err

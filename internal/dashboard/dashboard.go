@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/skiff-sh/skiff/internal/journey"
 )
@@ -234,11 +233,12 @@ func View(nodes []*corev1.Node, pods []*corev1.Pod) ClusterView {
 			pv.Restarts += c.RestartCount
 		}
 		v.Pods = append(v.Pods, pv)
-		if nv := byNode[p.Spec.NodeName]; nv != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-			nv.CPU.Requested += req.Cpu().MilliValue()
-			nv.Memory.Requested += req.Memory().Value()
-			nv.Pods.Requested++
+	}
+	for node, req := range journey.RequestsByNode(pods) {
+		if nv := byNode[node]; nv != nil {
+			nv.CPU.Requested = req.Cpu().MilliValue()
+			nv.Memory.Requested = req.Memory().Value()
+			nv.Pods.Requested = req.Pods().Value()
 		}
 	}
 	sort.Slice(v.Pods, func(i, j int) bool {

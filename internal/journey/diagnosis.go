@@ -32,21 +32,11 @@ func ReadRoom(ctx context.Context, cs kubernetes.Interface) ([]NodeRoom, error) 
 	if err != nil {
 		return nil, err
 	}
-	used := map[string]corev1.ResourceList{}
+	placed := make([]*corev1.Pod, len(pods.Items))
 	for i := range pods.Items {
-		p := &pods.Items[i]
-		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-		sum := used[p.Spec.NodeName]
-		if sum == nil {
-			sum = corev1.ResourceList{}
-			used[p.Spec.NodeName] = sum
-		}
-		for name, q := range req {
-			cur := sum[name]
-			cur.Add(q)
-			sum[name] = cur
-		}
+		placed[i] = &pods.Items[i]
 	}
+	used := RequestsByNode(placed)
 	var out []NodeRoom
 	for _, n := range nodes.Items {
 		free := corev1.ResourceList{}
@@ -60,6 +50,30 @@ func ReadRoom(ctx context.Context, cs kubernetes.Interface) ([]NodeRoom, error) 
 		out = append(out, NodeRoom{Node: n.Name, Free: free})
 	}
 	return out, nil
+}
+
+// RequestsByNode sums, per node, the requests of the pods placed there
+// that have not ended, as the scheduler counts them, with one "pods" each.
+func RequestsByNode(pods []*corev1.Pod) map[string]corev1.ResourceList {
+	used := map[string]corev1.ResourceList{}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		sum := used[p.Spec.NodeName]
+		if sum == nil {
+			sum = corev1.ResourceList{}
+			used[p.Spec.NodeName] = sum
+		}
+		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		req[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+		for name, q := range req {
+			cur := sum[name]
+			cur.Add(q)
+			sum[name] = cur
+		}
+	}
+	return used
 }
 
 // Diagnose says, for a pod that is not Running and Ready, the step it

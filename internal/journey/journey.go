@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -90,6 +91,11 @@ type Ref struct {
 	UID       types.UID
 	Namespace string
 	Name      string
+}
+
+// RefOf names pod.
+func RefOf(pod *corev1.Pod) Ref {
+	return Ref{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name}
 }
 
 // Default bounds of a Recorder.
@@ -194,16 +200,6 @@ func (r *Recorder) Wait(ref Ref, w *Waiting) {
 	}
 	cp := *w
 	r.pod(ref).Waiting = &cp
-}
-
-// Forget drops a pod.
-func (r *Recorder) Forget(uid types.UID) {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.pods, uid)
 }
 
 // Get returns a copy of what is known of a pod.

@@ -15,12 +15,8 @@ import (
 // journey.Path, for `skiff journey`.
 func (k *Kubelet) Journey() http.Handler { return k.journey }
 
-func journeyRef(pod *corev1.Pod) journey.Ref {
-	return journey.Ref{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name}
-}
-
 func (k *Kubelet) recordStep(pod *corev1.Pod, step int, what, detail string) {
-	k.journey.Record(journeyRef(pod), journey.Step{Step: step, Component: journey.Kubelet, Node: k.cfg.NodeName, What: what, Detail: detail})
+	k.journey.Record(journey.RefOf(pod), journey.Step{Step: step, Component: journey.Kubelet, Node: k.cfg.NodeName, What: what, Detail: detail})
 }
 
 // recordEvent records each event the kubelet sends as a step too, at the
@@ -35,7 +31,7 @@ func (k *Kubelet) recordEvent(pod *corev1.Pod, reason, msg string) {
 
 // recordWaiting says the pod waits at step for reason until next.
 func (k *Kubelet) recordWaiting(pod *corev1.Pod, step int, reason, msg string, next time.Time) {
-	k.journey.Wait(journeyRef(pod), &journey.Waiting{Step: step, Component: journey.Kubelet, Node: k.cfg.NodeName,
+	k.journey.Wait(journey.RefOf(pod), &journey.Waiting{Step: step, Component: journey.Kubelet, Node: k.cfg.NodeName,
 		Reason: reason, Message: msg, Since: time.Now(), Next: next})
 }
 

@@ -223,7 +223,7 @@ func (k *Kubelet) startContainer(ctx context.Context, w *podWorker, pod *corev1.
 	k.event(pod, s.Name, corev1.EventTypeNormal, "Started", "Started container "+s.Name)
 	delete(w.waiting, s.Name)
 	if len(w.waiting) == 0 {
-		k.journey.Wait(journeyRef(pod), nil)
+		k.journey.Wait(journey.RefOf(pod), nil)
 	}
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		if msg, err := k.runHook(ctx, pod, c, id, podIP, c.Lifecycle.PostStart, time.Duration(gracePeriod(pod, nil))*time.Second); err != nil {

@@ -11,10 +11,6 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 )
 
-func journeyRef(pod *corev1.Pod) journey.Ref {
-	return journey.Ref{UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name}
-}
-
 // recordBound records the binding of pod to host: how many nodes were
 // evaluated and fit, and the winner's score. It is dated when the binding
 // was sent, before the kubelet can see it.
@@ -29,7 +25,7 @@ func (s *Scheduler) recordBound(pod *corev1.Pod, host string, r scheduleResult, 
 	if r.feasible > 1 {
 		detail += fmt.Sprintf(", score %d", r.score)
 	}
-	ref := journeyRef(pod)
+	ref := journey.RefOf(pod)
 	s.cfg.Journey.Wait(ref, nil)
 	took := s.clock.Since(sent)
 	detail += fmt.Sprintf("; binding took %v", took.Round(100*time.Microsecond))
@@ -48,7 +44,7 @@ func (s *Scheduler) recordWaiting(pod *corev1.Pod, reason, msg string, requeueOn
 	if schedulerError {
 		retry = "retried after a back-off (1 s doubling up to 10 s)"
 	}
-	ref := journeyRef(pod)
+	ref := journey.RefOf(pod)
 	s.cfg.Journey.Record(ref, journey.Step{Step: journey.StepBound, Component: journey.Scheduler, What: reason, Time: now, Detail: msg})
 	s.cfg.Journey.Wait(ref, &journey.Waiting{Step: journey.StepBound, Component: journey.Scheduler, Reason: reason,
 		Message: msg, Since: now, Retry: retry})

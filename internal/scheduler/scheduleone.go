@@ -32,7 +32,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPodInfo) {
 	}
 	start := s.clock.Now()
 	if s.cfg.Journey != nil {
-		s.cfg.Journey.Record(journeyRef(pod), journey.Step{Step: journey.StepQueue, Component: journey.Scheduler, What: "Popped", Time: start,
+		s.cfg.Journey.Record(journey.RefOf(pod), journey.Step{Step: journey.StepQueue, Component: journey.Scheduler, What: "Popped", Time: start,
 			Detail: fmt.Sprintf("attempt %d, after %v in the queue", qp.Attempts, start.Sub(qp.Timestamp).Round(time.Millisecond))})
 	}
 	s.cache.UpdateSnapshot(s.algo.snapshot)

@@ -184,7 +184,7 @@ func StartContainerd(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := os.MkdirAll(cfg.ImagesDir, 0o755); err != nil {
 		c.log.Warn("create images directory", "dir", cfg.ImagesDir, "err", err)
 	}
-	c.importImageDir(ctx)
+	c.importImageDir(ctx, nil)
 	go c.supervise(ctx)
 	go c.watchImageDir(ctx, imageDirPoll)
 	return c, nil

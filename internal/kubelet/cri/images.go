@@ -83,10 +83,11 @@ func (c *Containerd) importStateFile() string { return filepath.Join(c.dir, "imp
 var imageArchiveExts = []string{".tar", ".tar.gz", ".tgz"}
 
 // importImageDir imports each tarball of the images directory whose content
-// (sha256) or snapshotter changed since its last successful import. A
+// (sha256) or snapshotter changed since its last successful import; only
+// those named in look when it is not nil (the rest are not read). A
 // tarball that fails is logged and retried at the next start; it does not
 // stop the agent.
-func (c *Containerd) importImageDir(ctx context.Context) {
+func (c *Containerd) importImageDir(ctx context.Context, look map[string]bool) {
 	entries, err := os.ReadDir(c.cfg.ImagesDir)
 	if err != nil {
 		if !os.IsNotExist(err) {
@@ -101,7 +102,7 @@ func (c *Containerd) importImageDir(ctx context.Context) {
 	changed := false
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() || !hasAnySuffix(name, imageArchiveExts) {
+		if !e.Type().IsRegular() || !hasAnySuffix(name, imageArchiveExts) || (look != nil && !look[name]) {
 			continue
 		}
 		path := filepath.Join(c.cfg.ImagesDir, name)
@@ -182,7 +183,15 @@ func (c *Containerd) watchImageDir(ctx context.Context, poll time.Duration) {
 		case !maps.Equal(stamps, last):
 			last = stamps // changing: look again at the next poll
 		case !maps.Equal(stamps, imported):
-			c.importImageDir(ctx)
+			changed := map[string]bool{}
+			for name, st := range stamps {
+				if imported[name] != st {
+					changed[name] = true
+				}
+			}
+			if len(changed) > 0 { // else only removals
+				c.importImageDir(ctx, changed)
+			}
 			imported = stamps
 		}
 	}
