@@ -149,7 +149,8 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.IntVar(&cfg.Audit.MaxSize, "audit-log-maxsize", 0, "megabytes an audit file reaches before it is rotated (0: kube-apiserver's default)")
 	var controllers string
 	fs.StringVar(&controllers, "controllers", "*", "kube-controller-manager's controllers to run: '*' runs those on by default, 'foo' turns foo on, '-foo' turns it off (kube-controller-manager's names)")
-	fs.StringVar(&cfg.ControllerManager.ClusterCIDR, "cluster-cidr", "", "pod range of the cluster: node IPAM gives each node a /24 of it as spec.podCIDR (default: none; each node keeps its --pod-cidr)")
+	fs.StringVar(&cfg.ControllerManager.ClusterCIDR, "cluster-cidr", "", "pod range of the cluster: node IPAM gives each node a /24 of it as spec.podCIDR, and flannel routes between them (default: "+app.DefaultClusterCIDR+" unless --pod-cidr is given; empty: none, each node keeps its --pod-cidr and reaches only its own pods)")
+	fs.StringVar(&cfg.FlannelBackend, "flannel-backend", "", "the pod network's backend across nodes (flannel): vxlan, host-gw (nodes on one layer 2 network), or none (default: vxlan, with a cluster CIDR)")
 	fs.DurationVar(&cfg.ControllerManager.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a node may go without a heartbeat before it is marked unreachable and tainted (kube-controller-manager's flag)")
 	leaderElect := fs.Bool("leader-elect", true, "run the controllers only while holding the kube-controller-manager Lease in kube-system, so that servers sharing an etcd take turns")
 	allowPrivileged := fs.Bool("allow-privileged", true, "allow pods with privileged containers (kube-apiserver's flag; kubeadm and k3s set it too)")
@@ -170,6 +171,11 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 			return cfg, err
 		}
 		return cfg, errUsage
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["cluster-cidr"] && !set["pod-cidr"] {
+		cfg.ControllerManager.ClusterCIDR = app.DefaultClusterCIDR
 	}
 	var err error
 	if cfg.NodeLabels, err = app.ParseNodeLabels(labels); err == nil {

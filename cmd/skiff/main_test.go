@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/skiff-sh/skiff/internal/app"
 )
 
 func TestParseServerFlags(t *testing.T) {
@@ -24,7 +26,10 @@ func TestParseServerFlags(t *testing.T) {
 		// wantControllers is --controllers as parsed; nil means "*".
 		wantControllers []string
 		wantNoLeader    bool
+		// wantClusterCIDR is app.DefaultClusterCIDR when empty, "" when
+		// "none".
 		wantClusterCIDR string
+		wantFlannel     string
 		wantNoPriv      bool
 		wantEtcdTLS     string
 		wantEncryption  string
@@ -48,6 +53,10 @@ func TestParseServerFlags(t *testing.T) {
 			wantEnable: []string{"AlwaysPullImages", "NodeRestriction"}, wantDisable: []string{"ServiceAccount"}},
 		{name: "controllers", args: []string{"--controllers", "*,-deployment", "--leader-elect=false", "--cluster-cidr", "10.42.0.0/16"},
 			wantControllers: []string{"*", "-deployment"}, wantNoLeader: true, wantClusterCIDR: "10.42.0.0/16"},
+		{name: "pod CIDR without cluster CIDR", args: []string{"--pod-cidr", "10.200.3.0/24"}, wantClusterCIDR: "none"},
+		{name: "no cluster CIDR", args: []string{"--cluster-cidr="}, wantClusterCIDR: "none"},
+		{name: "flannel backend", args: []string{"--flannel-backend", "host-gw", "--cluster-cidr", "10.44.0.0/16"},
+			wantClusterCIDR: "10.44.0.0/16", wantFlannel: "host-gw"},
 		{name: "no privileged pods", args: []string{"--allow-privileged=false"}, wantNoPriv: true},
 		{name: "kube-proxy off", args: []string{"--disable-kube-proxy"}, wantNoProxy: true},
 		{name: "kube-proxy options", args: []string{"--nodeport-addresses", "primary, 10.250.0.1/32", "--kube-proxy-cleanup-on-stop",
@@ -81,8 +90,18 @@ func TestParseServerFlags(t *testing.T) {
 				wantControllers = []string{"*"}
 			}
 			cm := cfg.ControllerManager
-			if strings.Join(cm.Controllers, ",") != strings.Join(wantControllers, ",") || cm.NoLeaderElection != tt.wantNoLeader || cm.ClusterCIDR != tt.wantClusterCIDR {
-				t.Errorf("controller manager %+v, want controllers %q, no leader election %v, cluster CIDR %q", cm, wantControllers, tt.wantNoLeader, tt.wantClusterCIDR)
+			wantClusterCIDR := tt.wantClusterCIDR
+			switch wantClusterCIDR {
+			case "":
+				wantClusterCIDR = app.DefaultClusterCIDR
+			case "none":
+				wantClusterCIDR = ""
+			}
+			if cfg.FlannelBackend != tt.wantFlannel {
+				t.Errorf("flannel backend %q, want %q", cfg.FlannelBackend, tt.wantFlannel)
+			}
+			if strings.Join(cm.Controllers, ",") != strings.Join(wantControllers, ",") || cm.NoLeaderElection != tt.wantNoLeader || cm.ClusterCIDR != wantClusterCIDR {
+				t.Errorf("controller manager %+v, want controllers %q, no leader election %v, cluster CIDR %q", cm, wantControllers, tt.wantNoLeader, wantClusterCIDR)
 			}
 			if cfg.DisableKubeProxy != tt.wantNoProxy || cfg.KubeProxyCleanupOnStop != tt.wantProxyCleanup ||
 				strings.Join(cfg.NodePortAddresses, ",") != strings.Join(tt.wantNodePorts, ",") {

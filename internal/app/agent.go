@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/certificate"
 
+	"github.com/skiff-sh/skiff/internal/flannel"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	"github.com/skiff-sh/skiff/internal/kubelet/cri"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
@@ -143,6 +144,20 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		return err
 	}
 
+	// The pod network across nodes, when the server keeps one and the
+	// agent runs its own containerd (and so its CNI config).
+	var netConf string
+	if cfg.ContainerRuntimeEndpoint == "" {
+		if netConf, err = readFlannelConfig(ctx, client); err != nil {
+			return fmt.Errorf("read the cluster's pod network configuration: %w", err)
+		}
+		if netConf != "" && cfg.ClusterCIDR == "" {
+			if cfg.ClusterCIDR, err = flannel.ClusterCIDR(netConf); err != nil {
+				return err
+			}
+		}
+	}
+
 	var proxy *kubeproxy.Proxy
 	if !cfg.DisableKubeProxy {
 		prc := rc
@@ -167,6 +182,16 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 			if err := (cri.CNIConfig{PodCIDR: cidr, Bridge: cfg.CNIBridge}).Write(ctd.CNIConfDir()); err != nil {
 				slog.Error("write CNI config", "podCIDR", cidr, "err", err)
 			}
+		}
+		if netConf != "" {
+			// flannel's lease is the node's pod range: the bridge config
+			// waits for it.
+			onPodCIDR = func(string) {}
+			pn := &podNetwork{netConf: netConf, nodeName: cfg.NodeName, nodeIP: cfg.NodeIP, dir: filepath.Join(agentDir, "flannel"),
+				rc: rc, client: client, writeCNI: func(podCIDR string, mtu int) error {
+					return flannelCNIConfig(cfg.CNIBridge, podCIDR, mtu).Write(ctd.CNIConfDir())
+				}}
+			g.Go(func() error { return pn.run(gctx) })
 		}
 		g.Go(func() error {
 			<-ctd.Done()

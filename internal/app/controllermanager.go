@@ -37,6 +37,7 @@ import (
 	kubectrlmgrconfig "k8s.io/kubernetes/pkg/controller/apis/config"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	garbagecollectorconfig "k8s.io/kubernetes/pkg/controller/garbagecollector/config"
+	"k8s.io/kubernetes/pkg/controller/nodeipam/ipam"
 	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
@@ -126,6 +127,10 @@ func kubeControllerManagerConfig(cfg ControllerManagerConfig, pkiDir string) (ku
 		}
 		c.KubeCloudShared.ClusterCIDR = cfg.ClusterCIDR
 		c.KubeCloudShared.AllocateNodeCIDRs = true
+		// kube-controller-manager's --cidr-allocator-type default, a flag
+		// default the scheme does not set (node IPAM refuses to start
+		// without it).
+		c.KubeCloudShared.CIDRAllocatorType = string(ipam.RangeAllocatorType)
 	}
 	if cfg.NodeMonitorGracePeriod != 0 {
 		c.NodeLifecycleController.NodeMonitorGracePeriod.Duration = cfg.NodeMonitorGracePeriod

@@ -58,8 +58,8 @@ func TestKubeControllerManagerConfig(t *testing.T) {
 					t.Errorf("%s is on with --controllers %v", name, c.Generic.Controllers)
 				}
 			}
-			if c.KubeCloudShared.AllocateNodeCIDRs != tt.wantIPAM || (tt.wantIPAM && c.KubeCloudShared.ClusterCIDR != tt.cfg.ClusterCIDR) {
-				t.Errorf("node IPAM %v with cluster CIDR %q", c.KubeCloudShared.AllocateNodeCIDRs, c.KubeCloudShared.ClusterCIDR)
+			if c.KubeCloudShared.AllocateNodeCIDRs != tt.wantIPAM || (tt.wantIPAM && (c.KubeCloudShared.ClusterCIDR != tt.cfg.ClusterCIDR || c.KubeCloudShared.CIDRAllocatorType != "RangeAllocator")) {
+				t.Errorf("node IPAM %v with cluster CIDR %q, allocator %q", c.KubeCloudShared.AllocateNodeCIDRs, c.KubeCloudShared.ClusterCIDR, c.KubeCloudShared.CIDRAllocatorType)
 			}
 			le := c.Generic.LeaderElection
 			if le.LeaderElect != tt.wantElected || le.ResourceName != "kube-controller-manager" || le.ResourceNamespace != "kube-system" || le.ResourceLock != "leases" {

@@ -36,6 +36,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/internal/flannel"
 	"github.com/skiff-sh/skiff/internal/hugepages"
 	"github.com/skiff-sh/skiff/internal/journey"
 	"github.com/skiff-sh/skiff/internal/kubelet"
@@ -125,6 +126,11 @@ type ServerConfig struct {
 	// the local agent's (AgentConfig); its kube-proxy takes
 	// ControllerManager.ClusterCIDR as its --cluster-cidr.
 	DisableKubeProxy bool
+	// FlannelBackend is the pod network's backend across nodes (k3s's
+	// --flannel-backend): vxlan, host-gw, or none. With
+	// ControllerManager.ClusterCIDR set and a backend other than none,
+	// every node runs flannel (internal/flannel). Empty means vxlan.
+	FlannelBackend string
 	// ClusterDNS and ClusterDomain are the local kubelet's (AgentConfig);
 	// ClusterDNS is ClusterDNSServiceIP when empty and the server serves
 	// DNS.
@@ -169,6 +175,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return err
 	}
 	if _, err := cfg.Authorization.options(); err != nil {
+		return err
+	}
+	netConf, err := cfg.flannelNetConf()
+	if err != nil {
 		return err
 	}
 	// Bootstrap tokens first, then JWT authenticators (kube-apiserver's
@@ -469,6 +479,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := ensureNodeBootstrapBindings(gctx, cs); err != nil {
 			return err
 		}
+		if err := ensureFlannelConfig(gctx, cs, netConf); err != nil {
+			return err
+		}
 		apiInformers.WaitForCacheSync(gctx.Done())
 		if err := bootstrapNamespaces(gctx, cs); err != nil {
 			return err
@@ -563,6 +576,25 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// flannelNetConf is the cluster's flannel configuration, or "" when nodes
+// run no flannel (no cluster CIDR, or backend none).
+func (cfg ServerConfig) flannelNetConf() (string, error) {
+	backend := cfg.FlannelBackend
+	if backend == "" {
+		backend = flannel.DefaultBackend
+	}
+	if backend == flannel.BackendNone {
+		return "", nil
+	}
+	if cfg.ControllerManager.ClusterCIDR == "" {
+		if cfg.FlannelBackend != "" {
+			return "", fmt.Errorf("--flannel-backend %s needs --cluster-cidr", cfg.FlannelBackend)
+		}
+		return "", nil
+	}
+	return flannel.NetConf(cfg.ControllerManager.ClusterCIDR, backend)
 }
 
 // ReadyServer is a server that answers requests.

@@ -89,5 +89,8 @@ func kubeProxyArgs(opts Options) []string {
 	if !opts.KubeProxy {
 		return []string{"--disable-kube-proxy"}
 	}
+	if opts.Host != nil {
+		return nil // the host's rules go with its namespace
+	}
 	return []string{"--kube-proxy-cleanup-on-stop"}
 }

@@ -50,23 +50,40 @@ func StartAgent(t testing.TB, s *Server, avoid Node, extraArgs ...string) *Agent
 	for node.PodCIDR == avoid.PodCIDR {
 		node = NewNode(t)
 	}
+	return startAgent(t, s, node, nil, append([]string{
+		"--node-name", node.Name, "--pod-cidr", node.PodCIDR.String(), "--cni-bridge", node.Bridge, "--kubelet-port", "0",
+		// One kube-proxy per network namespace: the server's agent may run it.
+		"--disable-kube-proxy"}, extraArgs...))
+}
+
+// StartAgentOn is StartAgent for a node on host h (NewHostNetwork): the
+// agent has the host's network to itself, so it keeps skiff's defaults
+// (bridge cni0, kubelet port 10250, kube-proxy) with the host's address as
+// its node IP; its pod range is what node IPAM gives it.
+func StartAgentOn(t testing.TB, s *Server, h Host, extraArgs ...string) *Agent {
+	t.Helper()
+	node := NewNode(t)
+	return startAgent(t, s, node, &h, append([]string{"--node-name", node.Name, "--node-ip", h.IP.String()}, extraArgs...))
+}
+
+func startAgent(t testing.TB, s *Server, node Node, h *Host, nodeArgs []string) *Agent {
+	t.Helper()
 	a := &Agent{Node: node, DataDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
 	out, err := exec.Command(SkiffBinary(t), "token", "create", "--data-dir", s.DataDir, "--description", "e2e agent "+node.Name).Output()
 	if err != nil {
 		t.Fatalf("skiff token create: %v", err)
 	}
 	token := strings.TrimSpace(string(out))
-	args := append([]string{"agent", "--server", s.URL, "--token", token, "--data-dir", a.DataDir,
-		"--node-name", node.Name, "--pod-cidr", node.PodCIDR.String(), "--cni-bridge", node.Bridge, "--kubelet-port", "0",
-		// One kube-proxy per network namespace: the server's agent may run it.
-		"--disable-kube-proxy"},
-		extraArgs...)
+	args := append([]string{"agent", "--server", s.URL, "--token", token, "--data-dir", a.DataDir}, nodeArgs...)
 	logFile, err := os.Create(a.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logFile.Close() // the child has its own descriptor
 	cmd := exec.Command(SkiffBinary(t), args...)
+	if h != nil {
+		cmd = h.Command(SkiffBinary(t), args...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Env = cleanEnv()

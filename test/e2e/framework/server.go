@@ -47,6 +47,11 @@ type Options struct {
 	// per machine at a time, see kubeproxy.go). The test waits for other
 	// tests' to stop first, and the server removes its rules when it stops.
 	KubeProxy bool
+	// Host, when set, runs the server on that host (NewHostNetwork): it
+	// listens on and advertises the host's address, its local node has
+	// the host's network to itself (no bridge or pod CIDR of the test's
+	// needed), and kube-proxy needs no machine-wide turn.
+	Host *Host
 }
 
 // Server is one `skiff server` process (and its restarts) on a data dir and
@@ -80,16 +85,16 @@ type Server struct {
 // test failed.
 func StartServer(t testing.TB, opts Options) *Server {
 	t.Helper()
-	if opts.EnableAgent && !slices.Contains(opts.ExtraArgs, "--cni-bridge") {
+	if opts.EnableAgent && opts.Host == nil && !slices.Contains(opts.ExtraArgs, "--cni-bridge") {
 		t.Fatal("framework: a server with its agent needs a network of its own: use StartAgentServer or Node.Options")
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
 	}
-	if opts.KubeProxy {
-		if !opts.EnableAgent {
-			t.Fatal("framework: KubeProxy needs the local agent")
-		}
+	if opts.KubeProxy && !opts.EnableAgent {
+		t.Fatal("framework: KubeProxy needs the local agent")
+	}
+	if opts.KubeProxy && opts.Host == nil {
 		lockKubeProxy(t)
 		t.Cleanup(func() { checkKubeProxyRemoved(t) })
 	}
@@ -121,7 +126,7 @@ func StartServer(t testing.TB, opts Options) *Server {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		s.Port = FreePort(t)
-		s.URL = "https://127.0.0.1:" + strconv.Itoa(s.Port)
+		s.URL = "https://" + net.JoinHostPort(s.bindAddress(), strconv.Itoa(s.Port))
 		lastErr = s.start(filepath.Join(logDir, fmt.Sprintf("server-%d.log", attempt)))
 		if lastErr == nil {
 			return s
@@ -168,7 +173,10 @@ func FreePort(t testing.TB) int {
 
 // Args are the flags the server runs with.
 func (s *Server) Args() []string {
-	args := []string{"server", "--data-dir", s.DataDir, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(s.Port)}
+	args := []string{"server", "--data-dir", s.DataDir, "--bind-address", s.bindAddress(), "--secure-port", strconv.Itoa(s.Port)}
+	if h := s.opts.Host; h != nil {
+		args = append(args, "--advertise-address", h.IP.String(), "--node-ip", h.IP.String())
+	}
 	if len(s.opts.EtcdServers) > 0 {
 		args = append(args, "--etcd-servers", strings.Join(s.opts.EtcdServers, ","))
 	}
@@ -176,11 +184,37 @@ func (s *Server) Args() []string {
 		args = append(args, "--disable-agent")
 	}
 	args = append(args, kubeProxyArgs(s.opts)...)
+	// No pod network across nodes unless the test asks for one: node IPAM
+	// would give the nodes 10.42.x.0/24, and flannel would set up its
+	// device and rules, on the machine's network, which a user's skiff
+	// may use (netns hosts, NewHostNetwork, have networks of their own).
+	if !hasFlag(s.opts.ExtraArgs, "--cluster-cidr") {
+		args = append(args, "--cluster-cidr=")
+	}
 	// Cluster DNS on a free port: servers side by side share the node's IP.
 	if !slices.Contains(s.opts.ExtraArgs, "--cluster-dns-port") && !slices.Contains(s.opts.ExtraArgs, "--disable-cluster-dns") {
 		args = append(args, "--cluster-dns-port", "0")
 	}
 	return append(args, s.opts.ExtraArgs...)
+}
+
+// bindAddress is the address the server listens on: 127.0.0.1, or its
+// host's.
+func (s *Server) bindAddress() string {
+	if s.opts.Host != nil {
+		return s.opts.Host.IP.String()
+	}
+	return "127.0.0.1"
+}
+
+// hasFlag says whether args set flag, as "--flag value" or "--flag=value".
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 // start runs the binary with its output in logPath and waits for readiness.
@@ -192,6 +226,9 @@ func (s *Server) start(logPath string) error {
 	}
 	defer logFile.Close() // the child has its own descriptor
 	cmd := exec.Command(SkiffBinary(s.t), s.Args()...)
+	if h := s.opts.Host; h != nil {
+		cmd = h.Command(SkiffBinary(s.t), s.Args()...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Env = cleanEnv()

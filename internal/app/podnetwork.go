@@ -1,0 +1,205 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/skiff-sh/skiff/internal/flannel"
+	"github.com/skiff-sh/skiff/internal/kubelet"
+	"github.com/skiff-sh/skiff/internal/kubelet/cri"
+)
+
+// The pod network across nodes: the server keeps flannel's net-conf.json
+// in kube-system/kube-flannel-cfg (from --cluster-cidr and
+// --flannel-backend), nodes may read that one ConfigMap (as kubeadm lets
+// nodes read kubeadm-config), and every agent that finds it runs flannel
+// (internal/flannel) and gives its CNI bridge the node's lease.
+
+// DefaultClusterCIDR is the server's --cluster-cidr when neither it nor
+// --pod-cidr is given (k3s's default): node IPAM gives each node a /24.
+const DefaultClusterCIDR = "10.42.0.0/16"
+
+// flannelConfigReader is the Role (and, bound to system:nodes, the
+// RoleBinding) that lets nodes read the flannel configuration.
+const flannelConfigReader = "skiff:nodes-flannel-config"
+
+// ensureFlannelConfig writes the cluster's flannel configuration, or
+// removes it when netConf is empty (no cluster CIDR, or --flannel-backend
+// none), and lets nodes read it.
+func ensureFlannelConfig(ctx context.Context, cs kubernetes.Interface, netConf string) error {
+	cms := cs.CoreV1().ConfigMaps(flannel.ConfigMapNamespace)
+	if netConf == "" {
+		err := cms.Delete(ctx, flannel.ConfigMapName, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("configmap %s: %w", flannel.ConfigMapName, err)
+		}
+		return nil
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: flannelConfigReader, Namespace: flannel.ConfigMapNamespace},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{flannel.ConfigMapName}, Verbs: []string{"get"}}},
+	}
+	if _, err := cs.RbacV1().Roles(role.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("role %s: %w", role.Name, err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: flannelConfigReader, Namespace: flannel.ConfigMapNamespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: flannelConfigReader},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}},
+	}
+	if _, err := cs.RbacV1().RoleBindings(binding.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("rolebinding %s: %w", binding.Name, err)
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: flannel.ConfigMapName, Namespace: flannel.ConfigMapNamespace,
+			Labels: map[string]string{"app": "flannel", "app.kubernetes.io/managed-by": "skiff"}},
+		Data: map[string]string{flannel.NetConfKey: netConf},
+	}
+	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		var old *corev1.ConfigMap
+		if old, err = cms.Get(ctx, cm.Name, metav1.GetOptions{}); err == nil && old.Data[flannel.NetConfKey] != netConf {
+			old.Data = cm.Data
+			_, err = cms.Update(ctx, old, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("configmap %s: %w", flannel.ConfigMapName, err)
+	}
+	return nil
+}
+
+// readFlannelConfig returns the cluster's net-conf.json, or "" when the
+// server keeps none (a single-node pod network).
+func readFlannelConfig(ctx context.Context, client kubernetes.Interface) (string, error) {
+	var netConf string
+	err := retryAPI(ctx, func() error {
+		cm, err := client.CoreV1().ConfigMaps(flannel.ConfigMapNamespace).Get(ctx, flannel.ConfigMapName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			// Forbidden: a server from before the pod network, which
+			// keeps no configuration either.
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		netConf = cm.Data[flannel.NetConfKey]
+		return nil
+	})
+	return netConf, err
+}
+
+// retryAPI calls f until it succeeds, for up to a minute (an agent may
+// start before its server answers).
+func retryAPI(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// podNetwork runs flannel for the agent's node once the Node has its
+// spec.podCIDR, and writes the CNI bridge config for the node's lease
+// (flannel masquerades, the bridge config does not). It returns when ctx
+// ends; failures to start are retried.
+type podNetwork struct {
+	netConf  string
+	nodeName string
+	nodeIP   string
+	dir      string
+	rc       *rest.Config
+	client   kubernetes.Interface
+	// writeCNI writes the bridge config for the node's pod CIDR and MTU.
+	writeCNI func(podCIDR string, mtu int) error
+}
+
+func (p *podNetwork) run(ctx context.Context) error {
+	if p.nodeIP == "" {
+		p.nodeIP = kubelet.DetectNodeIP()
+	}
+	kubeconfig := filepath.Join(p.dir, "kubeconfig")
+	if err := writeKubeconfigOf(kubeconfig, p.rc); err != nil {
+		return fmt.Errorf("flannel kubeconfig: %w", err)
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(5 * time.Second):
+			}
+		}
+		if !p.hasPodCIDR(ctx) {
+			continue
+		}
+		n, err := flannel.Start(ctx, flannel.Config{NodeName: p.nodeName, NodeIP: p.nodeIP, NetConf: p.netConf, Kubeconfig: kubeconfig, Dir: p.dir})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			slog.Error("pod network: flannel did not start; retrying", "node", p.nodeName, "err", err)
+			continue
+		}
+		slog.Info("pod network: flannel is up", "node", p.nodeName, "podCIDR", n.PodCIDR(), "mtu", n.MTU)
+		if err := p.writeCNI(n.PodCIDR(), n.MTU); err != nil {
+			return fmt.Errorf("write CNI config: %w", err)
+		}
+		n.Run(ctx)
+		return nil
+	}
+}
+
+// hasPodCIDR says whether the node has its spec.podCIDR yet (node IPAM
+// gives it shortly after the kubelet registers the Node).
+func (p *podNetwork) hasPodCIDR(ctx context.Context) bool {
+	n, err := p.client.CoreV1().Nodes().Get(ctx, p.nodeName, metav1.GetOptions{})
+	return err == nil && n.Spec.PodCIDR != ""
+}
+
+// writeKubeconfigOf writes rc (a TLS client config) as a kubeconfig file,
+// for flannel's subnet manager, which reads one.
+func writeKubeconfigOf(path string, rc *rest.Config) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthority: rc.CAFile, CertificateAuthorityData: rc.CAData,
+		TLSServerName: rc.ServerName}
+	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{ClientCertificate: rc.CertFile, ClientCertificateData: rc.CertData,
+		ClientKey: rc.KeyFile, ClientKeyData: rc.KeyData, Token: rc.BearerToken}
+	cfg.Contexts["node"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "node"}
+	cfg.CurrentContext = "node"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// flannelCNIConfig is the bridge config of a node whose pod network is
+// flannel's: its lease and MTU, no masquerade of its own.
+func flannelCNIConfig(bridge, podCIDR string, mtu int) cri.CNIConfig {
+	return cri.CNIConfig{PodCIDR: podCIDR, Bridge: bridge, MTU: mtu, Masquerade: cri.MasqueradeNone}
+}

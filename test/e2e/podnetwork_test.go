@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/internal/app"
+	"github.com/skiff-sh/skiff/internal/flannel"
+	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
+	"github.com/skiff-sh/skiff/test/e2e/framework"
+)
+
+// TestPodNetwork runs two nodes on two hosts (network namespaces joined by
+// a bridge of the test's): a server with its node on one, an agent that
+// joins by token on the other, the server's default pod network (cluster
+// CIDR 10.42.0.0/16, flannel vxlan). Pods on the two nodes reach each other
+// by IP without NAT and through a ClusterIP Service backed by both, and
+// traffic leaving the cluster range is masqueraded to the node's address.
+func TestPodNetwork(t *testing.T) {
+	hosts := framework.NewHostNetwork(t)
+	hostA, hostB := hosts.AddHost(t), hosts.AddHost(t)
+	// The default cluster CIDR, named: the framework's servers have none
+	// unless a test asks.
+	s := framework.StartAgentServerOnHost(t, hostA, framework.Options{KubeProxy: true,
+		ExtraArgs: []string{"--cluster-cidr", app.DefaultClusterCIDR}})
+	agent := framework.StartAgentOn(t, s.Server, hostB)
+	cs := s.Clientset(t)
+	ctx := framework.Context(t, 5*time.Minute)
+
+	// The cluster's flannel configuration, and each node's lease: a /24
+	// of the cluster CIDR from node IPAM, published by flannel.
+	cm, err := cs.CoreV1().ConfigMaps(flannel.ConfigMapNamespace).Get(ctx, flannel.ConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("flannel configuration: %v", err)
+	}
+	framework.MustContain(t, "net-conf.json", cm.Data[flannel.NetConfKey], `"Network": "10.42.0.0/16"`, `"Type": "vxlan"`)
+	cluster := netip.MustParsePrefix(app.DefaultClusterCIDR)
+	podCIDRs := map[string]netip.Prefix{}
+	for _, node := range []string{s.Node.Name, agent.Node.Name} {
+		framework.WaitFor(t, time.Minute, "flannel on node "+node, func() (bool, error) {
+			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if n.Annotations[flannel.AnnotationPrefix+"/backend-type"] != "vxlan" || n.Spec.PodCIDR == "" {
+				return false, nil
+			}
+			p, err := netip.ParsePrefix(n.Spec.PodCIDR)
+			if err != nil || p.Bits() != 24 || !cluster.Contains(p.Addr()) {
+				return false, fmt.Errorf("node %s: pod CIDR %q, want a /24 of %s", node, n.Spec.PodCIDR, cluster)
+			}
+			podCIDRs[node] = p
+			return true, nil
+		})
+	}
+	if podCIDRs[s.Node.Name] == podCIDRs[agent.Node.Name] {
+		t.Fatalf("both nodes have pod CIDR %s", podCIDRs[s.Node.Name])
+	}
+
+	// busybox on both nodes, from a tarball: the hosts reach no registry.
+	img, err := testimages.Busybox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const image = "example.com/e2e/busybox:1"
+	archive := filepath.Join(t.TempDir(), "busybox.tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := img.WriteArchive(f, image); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	framework.ImportImage(t, s.DataDir, archive)
+	framework.ImportImage(t, agent.DataDir, archive)
+
+	// A web server on each node that answers its name at / and the
+	// client's address at /cgi-bin/ip; a client on each node.
+	const ns = "podnet"
+	k := newKubectl(t, s.Server, "1.33")
+	k.ok("create", "namespace", ns)
+	web := `mkdir -p /www/cgi-bin && hostname > /www/index.html && ` +
+		`printf '#!/bin/sh\necho Content-Type: text/plain\necho\necho $REMOTE_ADDR\n' > /www/cgi-bin/ip && ` +
+		`chmod +x /www/cgi-bin/ip && exec httpd -f -p 8080 -h /www`
+	pod := func(name, node string, command ...string) string {
+		return podManifest{Name: name, Node: node, Image: image, Command: command,
+			SpecExtra: "  terminationGracePeriodSeconds: 1\n", ContainerExtra: "    imagePullPolicy: Never\n"}.yaml()
+	}
+	applyManifests(t, k, ns,
+		pod("web-a", s.Node.Name, "sh", "-c", web), pod("web-b", agent.Node.Name, "sh", "-c", web),
+		pod("client-a", s.Node.Name, "sleep", "3600"), pod("client-b", agent.Node.Name, "sleep", "3600"),
+		"apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector:\n    app: web\n  ports:\n  - port: 80\n    targetPort: 8080\n")
+	k.ok("label", "-n", ns, "pod", "web-a", "web-b", "app=web")
+	k.ok("wait", "-n", ns, "--for=condition=Ready", "pod/web-a", "pod/web-b", "pod/client-a", "pod/client-b", "--timeout=180s")
+	ips := map[string]string{}
+	for _, pod := range []string{"web-a", "web-b", "client-a", "client-b"} {
+		ips[pod] = podIP(t, cs, ns, pod)
+	}
+	for pod, node := range map[string]string{"web-a": s.Node.Name, "client-a": s.Node.Name, "web-b": agent.Node.Name, "client-b": agent.Node.Name} {
+		if !podCIDRs[node].Contains(netip.MustParseAddr(ips[pod])) {
+			t.Errorf("pod %s has IP %s, outside its node's pod CIDR %s", pod, ips[pod], podCIDRs[node])
+		}
+	}
+
+	fetch := func(client, url string) (string, error) {
+		out, stderr, err := s.Kubectl(t, "1.33", "exec", "-n", ns, client, "--", "timeout", "5", "wget", "-q", "-O-", url)
+		if err != nil {
+			return "", fmt.Errorf("%v: %s", err, stderr)
+		}
+		return strings.TrimSpace(out), nil
+	}
+	// Across nodes by pod IP, both ways, and the server sees the client's
+	// pod IP: no NAT inside the cluster range.
+	for _, c := range []struct{ client, web string }{{"client-a", "web-b"}, {"client-b", "web-a"}, {"client-a", "web-a"}} {
+		url := "http://" + net.JoinHostPort(ips[c.web], "8080")
+		var got string
+		framework.WaitFor(t, time.Minute, c.client+" reaches "+c.web+" at "+url, func() (bool, error) {
+			var err error
+			got, err = fetch(c.client, url+"/")
+			return err == nil, nil
+		})
+		if got != c.web {
+			t.Errorf("%s from %s: %q, want %q", url, c.client, got, c.web)
+		}
+		// (httpd listens on IPv6 too: the address may be IPv4-mapped.)
+		got, err := fetch(c.client, url+"/cgi-bin/ip")
+		from, perr := netip.ParseAddr(strings.Trim(got, "[]"))
+		if err != nil || perr != nil || from.Unmap().String() != ips[c.client] {
+			t.Errorf("%s sees %s's request from %q (%v), want its pod IP %s", c.web, c.client, got, err, ips[c.client])
+		}
+	}
+
+	// Through the ClusterIP Service, from each node: both backends answer.
+	waitEndpoints(t, cs, ns, "web", 2)
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, client := range []string{"client-a", "client-b"} {
+		seen := map[string]bool{}
+		framework.WaitFor(t, 2*time.Minute, client+" reaches both pods through Service web", func() (bool, error) {
+			if got, err := fetch(client, "http://"+svc.Spec.ClusterIP+"/"); err == nil {
+				seen[got] = true
+			}
+			return seen["web-a"] && seen["web-b"], nil
+		})
+	}
+
+	// Leaving the cluster range, a pod's traffic takes its node's address:
+	// an HTTP server of the test's on the hosts' bridge sees host B.
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(hosts.Gateway.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var remote string
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		remote = r.RemoteAddr
+		mu.Unlock()
+		fmt.Fprintln(w, "outside")
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	if got, err := fetch("client-b", "http://"+ln.Addr().String()+"/"); err != nil || got != "outside" {
+		t.Fatalf("client-b to %s outside the cluster: %q, %v", ln.Addr(), got, err)
+	}
+	mu.Lock()
+	from, _, _ := strings.Cut(remote, ":")
+	mu.Unlock()
+	if from != hostB.IP.String() {
+		t.Errorf("a request from client-b (%s) left the cluster from %q, want its node's address %s", ips["client-b"], from, hostB.IP)
+	}
+}
