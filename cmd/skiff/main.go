@@ -96,6 +96,9 @@ func runServer(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Cleanup {
+		return runCleanup(ctx, "skiff server", app.CleanupConfig{DataDir: cfg.DataDir, CNIBridge: cfg.CNIBridge})
+	}
 	if err := app.RunServer(ctx, cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "skiff server: %v\n", err)
 		return 1
@@ -165,6 +168,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.IntVar(&cfg.DNS.Port, "cluster-dns-port", app.DefaultClusterDNSPort, "port CoreDNS listens on at the node's IP, UDP and TCP (0: any free port); pods query the kube-dns Service's port 53, forwarded there")
 	fs.StringVar(&nodePortAddresses, "nodeport-addresses", "", "kube-proxy's --nodeport-addresses: CIDRs and keywords (primary, localhost, all) of the addresses NodePorts answer on (default: primary, the node's InternalIP)")
 	fs.BoolVar(&cfg.KubeProxyCleanupOnStop, "kube-proxy-cleanup-on-stop", false, "remove kube-proxy's nftables rules when the local node stops (by default they stay, so Services keep working across a restart)")
+	fs.BoolVar(&cfg.Cleanup, "cleanup", false, "stop every pod of the node and remove what it added to the machine (bridge, veths, routes, flannel and kube-proxy rules, masquerade chain, mounts, containerd state), then exit; skiff must be stopped. Images, certificates and the cluster's data stay")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -293,6 +297,7 @@ func runAgent(args []string) int {
 	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "", "kube-proxy's --cluster-cidr: the cluster's pod range, whose traffic is the cluster's own (default: traffic from this node's pod bridge is)")
 	fs.StringVar(&nodePortAddresses, "nodeport-addresses", "", "kube-proxy's --nodeport-addresses: CIDRs and keywords (primary, localhost, all) of the addresses NodePorts answer on (default: primary, the node's InternalIP)")
 	fs.BoolVar(&cfg.KubeProxyCleanupOnStop, "kube-proxy-cleanup-on-stop", false, "remove kube-proxy's nftables rules when the agent stops (by default they stay, so Services keep working across a restart)")
+	fs.BoolVar(&cfg.Cleanup, "cleanup", false, "stop every pod of the node and remove what it added to the machine (bridge, veths, routes, flannel and kube-proxy rules, masquerade chain, mounts, containerd state), then exit; skiff must be stopped. Images, certificates and the cluster's data stay")
 	cfg.ImageGC = imageGCFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -314,8 +319,21 @@ func runAgent(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Cleanup {
+		return runCleanup(ctx, "skiff agent", app.CleanupConfig{DataDir: cfg.DataDir, CNIBridge: cfg.CNIBridge})
+	}
 	if err := app.RunAgent(ctx, cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "skiff agent: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runCleanup is --cleanup of `skiff server` and `skiff agent`.
+func runCleanup(ctx context.Context, command string, cfg app.CleanupConfig) int {
+	cfg.Out = os.Stdout
+	if err := app.CleanupNode(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "%s --cleanup: %v\n", command, err)
 		return 1
 	}
 	return 0

@@ -91,6 +91,9 @@ type AgentConfig struct {
 	// agent stops. By default they stay, so that Services keep working
 	// while the agent restarts.
 	KubeProxyCleanupOnStop bool
+	// Cleanup is --cleanup: clean up the node (CleanupNode) instead of
+	// running it.
+	Cleanup bool
 }
 
 // DefaultPodCIDR is the pod range of a node without spec.podCIDR.

@@ -131,6 +131,9 @@ type ServerConfig struct {
 	// ControllerManager.ClusterCIDR set and a backend other than none,
 	// every node runs flannel (internal/flannel). Empty means vxlan.
 	FlannelBackend string
+	// Cleanup is --cleanup: clean up the local node (CleanupNode) instead
+	// of running the server.
+	Cleanup bool
 	// ClusterDNS and ClusterDomain are the local kubelet's (AgentConfig);
 	// ClusterDNS is ClusterDNSServiceIP when empty and the server serves
 	// DNS.

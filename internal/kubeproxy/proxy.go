@@ -236,3 +236,16 @@ func lockNetNS(dir string) (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// CleanupNamespace is Cleanup for a node that leaves: it removes the rules
+// only while no skiff runs a proxy in this network namespace (the proxy's
+// lock in DefaultLockDir is free), and otherwise returns the lock's error,
+// which names the holder.
+func CleanupNamespace(ctx context.Context) error {
+	unlock, err := lockNetNS(DefaultLockDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return Cleanup(ctx)
+}

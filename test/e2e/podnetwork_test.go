@@ -185,4 +185,44 @@ func TestPodNetwork(t *testing.T) {
 	if from != hostB.IP.String() {
 		t.Errorf("a request from client-b (%s) left the cluster from %q, want its node's address %s", ips["client-b"], from, hostB.IP)
 	}
+
+	// skiff agent --cleanup on host B: refused while the node runs; once
+	// the agent has stopped (its pods still running), it stops them and
+	// removes everything the node added to the host.
+	cleanup := func() (string, error) {
+		out, err := hostB.Command(framework.SkiffBinary(t), "agent", "--cleanup", "--data-dir", agent.DataDir).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := cleanup(); err == nil || !strings.Contains(out, "is running") {
+		t.Errorf("skiff agent --cleanup while the agent runs: %v\n%s\nwant a refusal", err, out)
+	}
+	agent.Stop(t)
+	framework.MustContain(t, "host B's links before --cleanup", hostB.Run(t, "ip", "-o", "link"), "cni0", "flannel.1")
+	out, err := cleanup()
+	if err != nil {
+		t.Fatalf("skiff agent --cleanup: %v\n%s", err, out)
+	}
+	framework.MustContain(t, "skiff agent --cleanup", out, "stopped and removed 2 pods", "removed the bridge cni0",
+		"removed flannel's device, routes and rules", "removed kube-proxy's rules")
+	if left := testimages.ProcessesMentioning(agent.DataDir); len(left) > 0 {
+		t.Errorf("processes of the node left after --cleanup: %q", left)
+	}
+	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err != nil || strings.Contains(string(mounts), agent.DataDir) {
+		t.Errorf("mounts under %s left after --cleanup (%v)", agent.DataDir, err)
+	}
+	links := hostB.Run(t, "ip", "-o", "link")
+	for _, name := range []string{"cni0", "flannel.1", "veth"} {
+		if strings.Contains(links, name) {
+			t.Errorf("link %s left on host B after --cleanup:\n%s", name, links)
+		}
+	}
+	if routes := hostB.Run(t, "ip", "route"); strings.Contains(routes, "10.42.") {
+		t.Errorf("routes to the cluster range left on host B after --cleanup:\n%s", routes)
+	}
+	if tables := hostB.Run(t, "nft", "list", "tables"); strings.Contains(tables, "flannel") || strings.Contains(tables, "kube-proxy") {
+		t.Errorf("nftables tables left on host B after --cleanup:\n%s", tables)
+	}
+	// The node's pods are gone from the machine; the API server is told so
+	// by their deletion (no kubelet is left to confirm it).
+	k.ok("delete", "pod", "-n", ns, "web-b", "client-b", "--force", "--grace-period=0")
 }

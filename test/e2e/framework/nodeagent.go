@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,19 @@ type Agent struct {
 	// DataDir is the agent's --data-dir, a fresh temporary directory.
 	DataDir string
 	log     string
+	// stoppedByTest is set by Stop: the end of the test does not expect
+	// the agent to run, nor deletes its pods.
+	stoppedByTest atomic.Bool
+}
+
+// Stop stops the agent (SIGTERM) as a user would, leaving its pods
+// running on the machine, and fails the test unless it exits 0 in time.
+func (a *Agent) Stop(t testing.TB) {
+	t.Helper()
+	a.stoppedByTest.Store(true)
+	if err := a.Process.Stop(StopTimeout); err != nil {
+		t.Fatalf("stop skiff agent pid %d (SIGTERM): %v", a.PID(), err)
+	}
 }
 
 // ContainerdSocket is the path of the agent's containerd socket.
@@ -101,7 +115,9 @@ func startAgent(t testing.TB, s *Server, node Node, h *Host, nodeArgs []string) 
 			}
 		}()
 		if exited, err := p.Exited(); exited {
-			t.Errorf("cleanup: skiff agent pid %d exited before the end of the test: %v", p.PID(), err)
+			if !a.stoppedByTest.Load() {
+				t.Errorf("cleanup: skiff agent pid %d exited before the end of the test: %v", p.PID(), err)
+			}
 		} else {
 			deletePods(t, cs, node.Name, a.ContainerdSocket())
 			t.Logf("stopping skiff agent pid %d (SIGTERM)", p.PID())
