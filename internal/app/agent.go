@@ -146,6 +146,13 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Token != "" && cfg.RESTConfig == nil {
+		certs, err := rotateJoinedClientCert(rc, agentDir, cfg.NodeName)
+		if err != nil {
+			return fmt.Errorf("client certificate rotation: %w", err)
+		}
+		defer certs.Stop()
+	}
 
 	// The pod network across nodes, when the server keeps one and the
 	// agent runs its own containerd (and so its CNI config).

@@ -65,6 +65,11 @@ type ControllerManagerConfig struct {
 	// (Ready=Unknown, the node.kubernetes.io/unreachable taints). Zero is
 	// kube-controller-manager's default, 50 s.
 	NodeMonitorGracePeriod time.Duration
+	// ClusterSigningDuration is --cluster-signing-duration: the lifetime
+	// of the certificates csrsigning issues (nodes' client and serving
+	// certificates among them). Zero is kube-controller-manager's default,
+	// a year.
+	ClusterSigningDuration time.Duration
 }
 
 // controllerManager runs kube-controller-manager's controllers, from
@@ -131,6 +136,9 @@ func kubeControllerManagerConfig(cfg ControllerManagerConfig, pkiDir string) (ku
 		// default the scheme does not set (node IPAM refuses to start
 		// without it).
 		c.KubeCloudShared.CIDRAllocatorType = string(ipam.RangeAllocatorType)
+	}
+	if cfg.ClusterSigningDuration != 0 {
+		c.CSRSigningController.ClusterSigningDuration.Duration = cfg.ClusterSigningDuration
 	}
 	if cfg.NodeMonitorGracePeriod != 0 {
 		c.NodeLifecycleController.NodeMonitorGracePeriod.Duration = cfg.NodeMonitorGracePeriod

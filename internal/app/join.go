@@ -19,9 +19,11 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/certificate"
+	kubeletcertificate "k8s.io/kubernetes/pkg/kubelet/certificate"
 	"k8s.io/kubernetes/pkg/kubelet/certificate/bootstrap"
 
 	"github.com/skiff-sh/skiff/internal/pki"
@@ -248,4 +250,35 @@ func joinedKubeletServingTLS(client kubernetes.Interface, agentDir, nodeName str
 		ClientCAs:  roots,
 		NextProtos: []string{"http/1.1"},
 	}, m, nil
+}
+
+// rotateJoinedClientCert keeps the client certificate of a node that
+// joined by token current, as the kubelet's --rotate-certificates does,
+// with upstream's client certificate manager over the same file store
+// (DataDir/agent/pki/kubelet-client-current.pem): once 70–90% of its
+// lifetime has passed, it asks for a new one with a CSR signed by its
+// current certificate (csrapproving approves a node's renewal of its own,
+// skiff:node-autoapprove-certificate-rotation), or with the bootstrap
+// token when the certificate has expired. Every client of the node reads
+// the certificate from that file and client-go reloads it, closing
+// connections made with the old one. The manager stops with Stop.
+func rotateJoinedClientCert(rc *rest.Config, agentDir, nodeName string) (certificate.Manager, error) {
+	bootstrapPath := filepath.Join(agentDir, bootstrapKubeconfig)
+	clientsetFor := func(current *tls.Certificate) (kubernetes.Interface, error) {
+		if current != nil {
+			return kubernetes.NewForConfig(rc)
+		}
+		brc, err := clientcmd.BuildConfigFromFlags("", bootstrapPath)
+		if err != nil {
+			return nil, err
+		}
+		return kubernetes.NewForConfig(brc)
+	}
+	m, err := kubeletcertificate.NewKubeletClientCertificateManager(filepath.Join(agentDir, joinCertDir), types.NodeName(nodeName),
+		nil, nil, "", "", clientsetFor)
+	if err != nil {
+		return nil, err
+	}
+	m.Start()
+	return m, nil
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,8 +34,10 @@ func TestPodNetwork(t *testing.T) {
 	hostA, hostB := hosts.AddHost(t), hosts.AddHost(t)
 	// The default cluster CIDR, named: the framework's servers have none
 	// unless a test asks.
+	// Certificates the server signs live 3 minutes: the joined node must
+	// renew its own during the test.
 	s := framework.StartAgentServerOnHost(t, hostA, framework.Options{KubeProxy: true,
-		ExtraArgs: []string{"--cluster-cidr", app.DefaultClusterCIDR}})
+		ExtraArgs: []string{"--cluster-cidr", app.DefaultClusterCIDR, "--cluster-signing-duration", "3m"}})
 	agent := framework.StartAgentOn(t, s.Server, hostB)
 	cs := s.Clientset(t)
 	ctx := framework.Context(t, 5*time.Minute)
@@ -186,6 +190,30 @@ func TestPodNetwork(t *testing.T) {
 		t.Errorf("a request from client-b (%s) left the cluster from %q, want its node's address %s", ips["client-b"], from, hostB.IP)
 	}
 
+	// The joined node renews its client certificate before it expires,
+	// and keeps working with the new one once the first has expired: its
+	// Lease is renewed and the API server reaches its kubelet (whose
+	// serving certificate is renewed the same way).
+	certFile := filepath.Join(agent.DataDir, "agent", "pki", "kubelet-client-current.pem")
+	first := readCert(t, certFile)
+	framework.WaitFor(t, 4*time.Minute, "node B renews its client certificate", func() (bool, error) {
+		return readCert(t, certFile).SerialNumber.Cmp(first.SerialNumber) != 0, nil
+	})
+	if wait := time.Until(first.NotAfter.Add(2 * time.Second)); wait > 0 {
+		t.Logf("waiting %v for node B's first client certificate to expire", wait.Round(time.Second))
+		time.Sleep(wait)
+	}
+	framework.WaitFor(t, time.Minute, "node B's Lease renewed after its first certificate expired", func() (bool, error) {
+		l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, agent.Node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(first.NotAfter), nil
+	})
+	if got, err := fetch("client-b", "http://"+net.JoinHostPort(ips["web-a"], "8080")+"/"); err != nil || got != "web-a" {
+		t.Errorf("exec in client-b after the certificates rotated: %q, %v", got, err)
+	}
+
 	// skiff agent --cleanup on host B: refused while the node runs; once
 	// the agent has stopped (its pods still running), it stops them and
 	// removes everything the node added to the host.
@@ -225,4 +253,26 @@ func TestPodNetwork(t *testing.T) {
 	// The node's pods are gone from the machine; the API server is told so
 	// by their deletion (no kubelet is left to confirm it).
 	k.ok("delete", "pod", "-n", ns, "web-b", "client-b", "--force", "--grace-period=0")
+}
+
+// readCert parses the first certificate of a PEM file.
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var block *pem.Block
+		if block, data = pem.Decode(data); block == nil {
+			t.Fatalf("%s: no certificate", path)
+		}
+		if block.Type == "CERTIFICATE" {
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cert
+		}
+	}
 }
