@@ -5,9 +5,10 @@
 #   nftables: nft, to inspect kube-proxy's rules (kube-proxy programs them over netlink)
 #   busybox-static, docker-registry: images and a local registry for the tests
 #   chromium-headless-shell: the browser test of `skiff dashboard`
+#   iproute2, util-linux: ip and nsenter, for the multi-node tests' hosts (network namespaces)
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins iptables nftables busybox-static docker-registry chromium-headless-shell)
+packages=(containerd runc containernetworking-plugins iptables nftables busybox-static docker-registry chromium-headless-shell iproute2 util-linux)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
