@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/kubernetes/pkg/probe"
+	grpcprobe "k8s.io/kubernetes/pkg/probe/grpc"
 	"net"
 	"net/http"
 	"net/url"
@@ -352,7 +354,18 @@ func (k *Kubelet) runHandler(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 		_ = conn.Close()
 		return true, "", nil
 	case grpc != nil:
-		return false, "", errors.New("gRPC probes are not supported by this node")
+		// Upstream's gRPC prober (the grpc.health.v1 Health service, as
+		// grpc_health_probe): every failure is the probe's, never an
+		// error.
+		service := ""
+		if grpc.Service != nil {
+			service = *grpc.Service
+		}
+		result, out, err := grpcprobe.New().Probe(podIP, service, int(grpc.Port), timeout, grpcprobe.ProbeOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return result == probe.Success, out, nil
 	}
 	return false, "", errors.New("missing probe handler")
 }

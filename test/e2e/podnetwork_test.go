@@ -164,6 +164,13 @@ func TestPodNetwork(t *testing.T) {
 		})
 	}
 
+	// Cluster DNS (CoreDNS in the server, on node A) answers pods on node
+	// B too, through the kube-dns Service.
+	framework.WaitFor(t, time.Minute, "client-b resolves web."+ns+".svc.cluster.local", func() (bool, error) {
+		out, _, err := s.Kubectl(t, "1.33", "exec", "-n", ns, "client-b", "--", "nslookup", "web."+ns+".svc.cluster.local")
+		return err == nil && strings.Contains(out, svc.Spec.ClusterIP), nil
+	})
+
 	// Leaving the cluster range, a pod's traffic takes its node's address:
 	// an HTTP server of the test's on the hosts' bridge sees host B.
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(hosts.Gateway.String(), "0"))
