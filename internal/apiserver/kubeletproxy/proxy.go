@@ -280,6 +280,15 @@ func (p *Proxy) logs(w http.ResponseWriter, r *http.Request, namespace, name str
 	if err := kubeletResponseError(resp, "pods/log", name); err != nil {
 		return err
 	}
+	if wsstream.IsWebSocketRequest(r) {
+		// As kube-apiserver streams a log to a WebSocket client
+		// (responsewriters.StreamObject): the protocols binary.k8s.io and
+		// base64.binary.k8s.io (or none), a frame per read, pings.
+		if err := wsstream.NewReader(resp.Body, true, wsstream.NewDefaultReaderProtocols()).Copy(w, r); err != nil {
+			return nil // the upgrade is answered: nothing more to say
+		}
+		return nil
+	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/gorilla/websocket"
 	"io"
 	"log"
 	"net/http"
@@ -363,5 +364,45 @@ func TestKubeletProxyPortForward(t *testing.T) {
 				t.Fatalf("echo %q, %v", buf, err)
 			}
 		})
+	}
+}
+
+// TestKubeletProxyLogsWebSocket reads a log as the conformance suite's
+// "retrieving logs from the container over websockets" does: a WebSocket
+// with the binary.k8s.io protocol (101 Switching Protocols, then frames).
+func TestKubeletProxyLogsWebSocket(t *testing.T) {
+	c := newProxyCluster(t)
+	c.addPod("web", "node-1", "app")
+	tlsConfig, err := rest.TLSConfigFor(c.restConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "wss" + strings.TrimPrefix(c.url, "https") + "/api/v1/namespaces/default/pods/web/log?container=app"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := websocket.Dialer{TLSClientConfig: tlsConfig, Subprotocols: []string{"binary.k8s.io"}, HandshakeTimeout: 5 * time.Second}
+		conn, resp, err := d.Dial(u, nil)
+		if err != nil {
+			t.Fatalf("dial %s: %v (response %v)", u, err, resp)
+		}
+		if resp.StatusCode != http.StatusSwitchingProtocols || conn.Subprotocol() != "binary.k8s.io" {
+			t.Fatalf("answer %d, protocol %q; want 101 and binary.k8s.io", resp.StatusCode, conn.Subprotocol())
+		}
+		var got strings.Builder
+		for {
+			_, msg, err := conn.ReadMessage()
+			if err != nil {
+				break
+			}
+			got.Write(msg)
+		}
+		conn.Close()
+		if got.String() == "hello from app\n" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log over WebSocket: %q, want %q", got.String(), "hello from app\n")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
