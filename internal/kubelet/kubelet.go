@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/kubernetes/pkg/kubelet/clustertrustbundle"
 	"log/slog"
 	"net"
 	"os"
@@ -128,6 +129,9 @@ type Kubelet struct {
 	status     *statusManager
 	// tokens are the service account tokens of projected volumes.
 	tokens *token.Manager
+	// trustBundles are the ClusterTrustBundles of projected volumes
+	// (upstream's manager, informer-backed once first used); set by Run.
+	trustBundles clustertrustbundle.Manager
 
 	// admission admits pods new to the node (admission.go); node is the
 	// Node as last read, which it checks them against.
@@ -248,6 +252,8 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		k.runtimeName, k.runtimeVersion = v.RuntimeName, v.RuntimeVersion
 	}
 	k.hostIPs = []string{k.nodeIP()}
+	// As the kubelet sizes it: two bundles' worth per pod it may run.
+	k.trustBundles = clustertrustbundle.NewLazyInformerManager(ctx, k.client, 2*maxPods)
 	if err := k.registerNode(ctx); err != nil {
 		return err
 	}

@@ -26,6 +26,9 @@ type MachineInfo struct {
 	OSImage      string
 }
 
+// maxPods is the node's pod capacity (the kubelet's --max-pods default).
+const maxPods = 110
+
 // Capacity is the node's capacity; allocatable is the same (no
 // reservations): cpu, memory, ephemeral-storage, hugepages, pods=110.
 func (m MachineInfo) Capacity() corev1.ResourceList {
@@ -33,7 +36,7 @@ func (m MachineInfo) Capacity() corev1.ResourceList {
 		corev1.ResourceCPU:              *resource.NewQuantity(int64(m.CPUs), resource.DecimalSI),
 		corev1.ResourceMemory:           *resource.NewQuantity(m.MemoryBytes, resource.BinarySI),
 		corev1.ResourceEphemeralStorage: *resource.NewQuantity(m.StorageBytes, resource.BinarySI),
-		corev1.ResourcePods:             *resource.NewQuantity(110, resource.DecimalSI),
+		corev1.ResourcePods:             *resource.NewQuantity(maxPods, resource.DecimalSI),
 		"hugepages-1Gi":                 *resource.NewQuantity(0, resource.DecimalSI),
 		"hugepages-2Mi":                 *resource.NewQuantity(0, resource.DecimalSI),
 	}

@@ -127,6 +127,8 @@ func (k *Kubelet) mountVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 				part, err = k.downwardFiles(pod, src.DownwardAPI.Items, v.Projected.DefaultMode)
 			case src.ServiceAccountToken != nil:
 				part, err = k.tokenFile(ctx, pod, src.ServiceAccountToken, v.Projected.DefaultMode)
+			case src.ClusterTrustBundle != nil:
+				part, err = k.trustBundleFile(ctx, pod, src.ClusterTrustBundle, v.Projected.DefaultMode)
 			}
 			if err != nil {
 				return err
@@ -313,6 +315,32 @@ func (k *Kubelet) tokenFile(ctx context.Context, pod *corev1.Pod, src *corev1.Se
 		// group read and the fsGroup.
 		f.mode, f.gid = 0o640, sc.FSGroup
 	}
+	return map[string]file{src.Path: f}, nil
+}
+
+// trustBundleFile is a clusterTrustBundle projection, as the kubelet's
+// projected volume plugin writes it from upstream's ClusterTrustBundle
+// manager: the bundle named, or every certificate of the bundles of a
+// signer that match the label selector, deduplicated. A missing bundle
+// (or an empty set) is an error unless the source is optional, when the
+// file is empty.
+func (k *Kubelet) trustBundleFile(ctx context.Context, pod *corev1.Pod, src *corev1.ClusterTrustBundleProjection, defMode *int32) (map[string]file, error) {
+	allowMissing := src.Optional != nil && *src.Optional
+	var anchors []byte
+	var err error
+	switch {
+	case src.Name != nil:
+		anchors, err = k.trustBundles.GetTrustAnchorsByName(ctx, *src.Name, allowMissing)
+	case src.SignerName != nil:
+		anchors, err = k.trustBundles.GetTrustAnchorsBySigner(ctx, *src.SignerName, src.LabelSelector, allowMissing)
+	default:
+		err = errors.New("ClusterTrustBundle projection requires either name or signerName to be set")
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := file{data: anchors, mode: fileMode(nil, defMode)}
+	f.uid = volumeutil.FsUserFrom(pod)
 	return map[string]file{src.Path: f}, nil
 }
 
