@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"k8s.io/kubernetes/pkg/kubelet/clustertrustbundle"
+	"k8s.io/kubernetes/pkg/kubelet/podcertificate"
 	"log/slog"
 	"net"
 	"os"
@@ -132,6 +133,9 @@ type Kubelet struct {
 	// trustBundles are the ClusterTrustBundles of projected volumes
 	// (upstream's manager, informer-backed once first used); set by Run.
 	trustBundles clustertrustbundle.Manager
+	// podCerts issues the podCertificate projections' credentials
+	// (podcertificates.go); set by Run.
+	podCerts podcertificate.Manager
 
 	// admission admits pods new to the node (admission.go); node is the
 	// Node as last read, which it checks them against.
@@ -254,6 +258,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.hostIPs = []string{k.nodeIP()}
 	// As the kubelet sizes it: two bundles' worth per pod it may run.
 	k.trustBundles = clustertrustbundle.NewLazyInformerManager(ctx, k.client, 2*maxPods)
+	k.startPodCertificates(ctx)
 	if err := k.registerNode(ctx); err != nil {
 		return err
 	}

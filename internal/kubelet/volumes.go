@@ -115,7 +115,7 @@ func (k *Kubelet) mountVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 		return writeAtomic(dir, files)
 	case v.Projected != nil:
 		files := map[string]file{}
-		for _, src := range v.Projected.Sources {
+		for i, src := range v.Projected.Sources {
 			var part map[string]file
 			var err error
 			switch {
@@ -129,6 +129,8 @@ func (k *Kubelet) mountVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 				part, err = k.tokenFile(ctx, pod, src.ServiceAccountToken, v.Projected.DefaultMode)
 			case src.ClusterTrustBundle != nil:
 				part, err = k.trustBundleFile(ctx, pod, src.ClusterTrustBundle, v.Projected.DefaultMode)
+			case src.PodCertificate != nil:
+				part, err = k.podCertificateFiles(ctx, pod, v.Name, i, src.PodCertificate, v.Projected.DefaultMode)
 			}
 			if err != nil {
 				return err

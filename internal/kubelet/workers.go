@@ -62,6 +62,11 @@ func (k *Kubelet) dispatch(ctx context.Context, pod *corev1.Pod, removed bool) {
 			waiting: map[string]podstatus.Waiting{}, backOff: map[string]plan.BackOff{}}
 		k.workers[pod.UID] = w
 		go k.runWorker(ctx, w)
+		if k.podCerts != nil {
+			// A pod new to the node: its podCertificate projections
+			// are issued from now on (the kubelet's HandlePodAdditions).
+			defer k.podCerts.TrackPod(ctx, pod)
+		}
 	}
 	k.mu.Unlock()
 	w.mu.Lock()
@@ -104,6 +109,9 @@ func (k *Kubelet) runWorker(ctx context.Context, w *podWorker) {
 			k.mu.Lock()
 			delete(k.workers, w.uid)
 			k.mu.Unlock()
+			if pod, _ := w.snapshot(); pod != nil && k.podCerts != nil {
+				k.podCerts.ForgetPod(ctx, pod)
+			}
 			k.admission.finished(w.uid)
 			k.probes.removePod(w.uid)
 			k.status.forget(w.uid)
