@@ -23,7 +23,7 @@ import (
 )
 
 // The pod network across nodes: the server keeps flannel's net-conf.json
-// in kube-system/kube-flannel-cfg (from --cluster-cidr and
+// in kube-system/skiff-flannel (from --cluster-cidr and
 // --flannel-backend), nodes may read that one ConfigMap (as kubeadm lets
 // nodes read kubeadm-config), and every agent that finds it runs flannel
 // (internal/flannel) and gives its CNI bridge the node's lease.
@@ -42,7 +42,11 @@ const flannelConfigReader = "skiff:nodes-flannel-config"
 func ensureFlannelConfig(ctx context.Context, cs kubernetes.Interface, netConf string) error {
 	cms := cs.CoreV1().ConfigMaps(flannel.ConfigMapNamespace)
 	if netConf == "" {
-		err := cms.Delete(ctx, flannel.ConfigMapName, metav1.DeleteOptions{})
+		// Only the one skiff wrote.
+		cm, err := cms.Get(ctx, flannel.ConfigMapName, metav1.GetOptions{})
+		if err == nil && cm.Labels["app.kubernetes.io/managed-by"] == "skiff" {
+			err = cms.Delete(ctx, flannel.ConfigMapName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("configmap %s: %w", flannel.ConfigMapName, err)
 		}

@@ -38,10 +38,11 @@ import (
 
 const (
 	// ConfigMapNamespace and ConfigMapName name the cluster's flannel
-	// configuration, which the server writes and every agent reads (as
-	// flannel's own manifest keeps it in kube-flannel-cfg).
+	// configuration, which the server writes and every agent reads
+	// (flannel's own manifest keeps it in kube-flannel-cfg, a name left to
+	// a flannel a user deploys).
 	ConfigMapNamespace = "kube-system"
-	ConfigMapName      = "kube-flannel-cfg"
+	ConfigMapName      = "skiff-flannel"
 	// NetConfKey is the ConfigMap's key of flannel's net-conf.json.
 	NetConfKey = "net-conf.json"
 	// AnnotationPrefix is the prefix of flannel's Node annotations.
