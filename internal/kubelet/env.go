@@ -224,8 +224,16 @@ func podField(pod *corev1.Pod, path, podIP string, hostIPs []string) (string, er
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
 	case "status.podIP":
+		if pod.Spec.HostNetwork && len(hostIPs) > 0 {
+			// A host-network pod's IPs are its node's (the kubelet's
+			// status and downward API agree).
+			return hostIPs[0], nil
+		}
 		return podIP, nil
 	case "status.podIPs":
+		if pod.Spec.HostNetwork && len(hostIPs) > 0 {
+			return strings.Join(hostIPs, ","), nil
+		}
 		return podIP, nil
 	case "status.hostIP":
 		if len(hostIPs) > 0 {

@@ -113,3 +113,30 @@ func TestServiceEnvNotSynced(t *testing.T) {
 		t.Fatalf("error %v, want %q", err, want)
 	}
 }
+
+func TestPodFieldIPs(t *testing.T) {
+	hostIPs := []string{"10.231.77.3", "fd00::3"}
+	podNet := &corev1.Pod{}
+	hostNet := &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: true}}
+	tests := []struct {
+		name  string
+		pod   *corev1.Pod
+		path  string
+		podIP string
+		want  string
+	}{
+		{"pod network podIP", podNet, "status.podIP", "10.42.0.7", "10.42.0.7"},
+		{"pod network podIPs", podNet, "status.podIPs", "10.42.0.7", "10.42.0.7"},
+		{"host network podIP is the node's", hostNet, "status.podIP", "", "10.231.77.3"},
+		{"host network podIPs are the node's", hostNet, "status.podIPs", "", "10.231.77.3,fd00::3"},
+		{"hostIP", podNet, "status.hostIP", "10.42.0.7", "10.231.77.3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := podField(tt.pod, tt.path, tt.podIP, hostIPs)
+			if err != nil || got != tt.want {
+				t.Errorf("podField(%s) = %q, %v; want %q", tt.path, got, err, tt.want)
+			}
+		})
+	}
+}
