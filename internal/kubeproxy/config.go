@@ -62,9 +62,10 @@ func kubeProxyConfiguration(cfg Config) (*kubeproxyconfig.KubeProxyConfiguration
 	c := obj.(*kubeproxyconfig.KubeProxyConfiguration)
 	c.Mode = kubeproxyconfig.ProxyModeNFTables
 	c.HostnameOverride = cfg.NodeName
-	// HealthzBindAddress and MetricsBindAddress keep their defaults but are
-	// not served: the metrics are in the process's legacyregistry (the
-	// server's /metrics).
+	// HealthzBindAddress (0.0.0.0:10256) and MetricsBindAddress
+	// (127.0.0.1:10249) keep kube-proxy's defaults and are served as its
+	// are; the metrics are in the process's legacyregistry, the server's
+	// /metrics too.
 	c.NodePortAddresses = cfg.NodePortAddresses
 	if len(c.NodePortAddresses) == 0 {
 		c.NodePortAddresses = []string{kubeproxyconfig.NodePortAddressesPrimary}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/proxy"
 	"k8s.io/kubernetes/pkg/proxy/apis"
@@ -29,6 +31,7 @@ import (
 	proxyconfigscheme "k8s.io/kubernetes/pkg/proxy/apis/config/scheme"
 	proxyconfig "k8s.io/kubernetes/pkg/proxy/config"
 	"k8s.io/kubernetes/pkg/proxy/conntrack"
+	"k8s.io/kubernetes/pkg/proxy/healthcheck"
 	proxymetrics "k8s.io/kubernetes/pkg/proxy/metrics"
 	"k8s.io/kubernetes/pkg/proxy/nftables"
 )
@@ -95,12 +98,16 @@ func (p *Proxy) Run(ctx context.Context) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(proxyconfigscheme.Scheme, "kube-proxy")
 
+	// kube-proxy's health server: what healthCheckNodePorts answer from
+	// (a proxier given none fails every such request) and, on its own
+	// port, /healthz and /livez.
+	healthz := healthcheck.NewProxyHealthServer(config.HealthzBindAddress, 2*config.SyncPeriod.Duration, nodeManager)
 	detectors := localDetectors(config)
 	var provider proxy.Provider
 	if ipv6Enabled() {
-		provider, err = nftables.NewDualStackProxier(ctx, config, detectors, p.cfg.NodeName, nodeIPs, recorder, nil, false)
+		provider, err = nftables.NewDualStackProxier(ctx, config, detectors, p.cfg.NodeName, nodeIPs, recorder, healthz, false)
 	} else {
-		provider, err = nftables.NewProxier(ctx, config, primary, detectors[primary], p.cfg.NodeName, nodeIPs[primary], recorder, nil, false)
+		provider, err = nftables.NewProxier(ctx, config, primary, detectors[primary], p.cfg.NodeName, nodeIPs[primary], recorder, healthz, false)
 	}
 	if err != nil {
 		return fmt.Errorf("kube-proxy: %w", err)
@@ -111,6 +118,16 @@ func (p *Proxy) Run(ctx context.Context) error {
 	slog.Info("kube-proxy started", "mode", config.Mode, "node", p.cfg.NodeName, "primaryIPFamily", primary,
 		"nodePortAddresses", config.NodePortAddresses, "detectLocalMode", config.DetectLocalMode)
 	go provider.SyncLoop()
+	if config.HealthzBindAddress != "" {
+		go func() {
+			if err := healthz.Run(ctx); err != nil && ctx.Err() == nil {
+				slog.Warn("kube-proxy: healthz server", "address", config.HealthzBindAddress, "err", err)
+			}
+		}()
+	}
+	if config.MetricsBindAddress != "" {
+		go serveMetrics(ctx, config.MetricsBindAddress, config.Mode)
+	}
 	<-ctx.Done()
 	if !p.cfg.CleanupOnStop {
 		return nil
@@ -118,6 +135,29 @@ func (p *Proxy) Run(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return p.cleanupAfterStop(cctx)
+}
+
+// serveMetrics serves kube-proxy's metrics port as its server does:
+// /proxyMode, /metrics (component-base's legacy registry, where the
+// kubeproxy_* series are; the API server's /metrics has them too) and
+// /healthz, until ctx ends.
+func serveMetrics(ctx context.Context, addr string, mode kubeproxyconfig.ProxyMode) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		fmt.Fprintf(w, "%s", mode)
+	})
+	mux.Handle("/metrics", legacyregistry.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && ctx.Err() == nil {
+		slog.Warn("kube-proxy: metrics server", "address", addr, "err", err)
+	}
 }
 
 // startInformers feeds the proxier as kube-proxy's server does: Services
