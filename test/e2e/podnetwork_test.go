@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -161,6 +162,46 @@ func TestPodNetwork(t *testing.T) {
 				seen[got] = true
 			}
 			return seen["web-a"] && seen["web-b"], nil
+		})
+	}
+
+	// kube-proxy's health server: its own /healthz on each node, and the
+	// healthCheckNodePort of a Service with externalTrafficPolicy Local,
+	// which counts the node's own endpoints.
+	applyManifests(t, k, ns, `apiVersion: v1
+kind: Service
+metadata:
+  name: web-local
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector:
+    app: web
+  ports:
+  - port: 80
+    targetPort: 8080
+`)
+	local, err := cs.CoreV1().Services(ns).Get(ctx, "web-local", metav1.GetOptions{})
+	if err != nil || local.Spec.HealthCheckNodePort == 0 {
+		t.Fatalf("Service web-local: %v, healthCheckNodePort %d", err, local.Spec.HealthCheckNodePort)
+	}
+	for _, h := range []framework.Host{hostA, hostB} {
+		get := func(port int32, path string) (int, string) {
+			resp, err := http.Get("http://" + net.JoinHostPort(h.IP.String(), fmt.Sprint(port)) + path)
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(body)
+		}
+		framework.WaitFor(t, time.Minute, "kube-proxy healthz on host "+h.Netns, func() (bool, error) {
+			code, _ := get(10256, "/healthz")
+			return code == http.StatusOK, nil
+		})
+		framework.WaitFor(t, time.Minute, "healthCheckNodePort of web-local on host "+h.Netns, func() (bool, error) {
+			code, body := get(local.Spec.HealthCheckNodePort, "/")
+			return code == http.StatusOK && strings.Contains(body, `"localEndpoints": 1`), nil
 		})
 	}
 
