@@ -195,9 +195,13 @@ func (m *probeManager) record(uid types.UID, id, kind string, success, failure b
 		}
 	}
 	m.mu.Unlock()
-	if changed {
-		m.k.wakePod(uid)
+	if !changed {
+		return
 	}
+	if kind == "readiness" && failure {
+		m.k.markUnready(uid, id)
+	}
+	m.k.wakePod(uid)
 }
 
 // failures are the pod's containers whose liveness or startup probe

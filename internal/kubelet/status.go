@@ -3,7 +3,9 @@ package kubelet
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -153,4 +155,48 @@ func (m *statusManager) forget(uid types.UID) {
 	defer m.mu.Unlock()
 	delete(m.generated, uid)
 	delete(m.server, uid)
+}
+
+// setUnready marks one container of a pod not ready in the status last
+// sent, with the pod's ContainersReady and Ready conditions, and patches
+// it, without waiting for the pod's worker: as the kubelet's prober
+// updates the status manager directly, so that a pod whose readiness
+// probe fails while it terminates (its worker busy killing it, for the
+// grace period) leaves its Services' ready endpoints at once. The worker's
+// next status agrees (the probe result is recorded).
+func (m *statusManager) setUnready(ctx context.Context, pod *corev1.Pod, containerID string) {
+	m.mu.Lock()
+	last, ok := m.generated[pod.UID]
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	st := *last.DeepCopy()
+	changed := false
+	var unready []string
+	for i := range st.ContainerStatuses {
+		cs := &st.ContainerStatuses[i]
+		if strings.HasSuffix(cs.ContainerID, "://"+containerID) && cs.Ready {
+			cs.Ready, changed = false, true
+		}
+		if !cs.Ready {
+			unready = append(unready, cs.Name)
+		}
+	}
+	if !changed {
+		return
+	}
+	now := metav1.NewTime(m.k.clock.Now())
+	msg := fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Type != corev1.PodReady && c.Type != corev1.ContainersReady {
+			continue
+		}
+		if c.Status != corev1.ConditionFalse {
+			c.LastTransitionTime = now
+		}
+		c.Status, c.Reason, c.Message = corev1.ConditionFalse, "ContainersNotReady", msg
+	}
+	m.set(ctx, pod, st)
 }

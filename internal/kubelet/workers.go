@@ -86,6 +86,24 @@ func (k *Kubelet) wakePod(uid types.UID) {
 	}
 }
 
+// markUnready reports a container's failed readiness at once
+// (statusManager.setUnready), whatever its pod's worker is doing.
+func (k *Kubelet) markUnready(uid types.UID, containerID string) {
+	k.mu.Lock()
+	w := k.workers[uid]
+	k.mu.Unlock()
+	if w == nil {
+		return
+	}
+	pod, removed := w.snapshot()
+	if pod == nil || removed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	k.status.setUnready(ctx, pod, containerID)
+}
+
 func (k *Kubelet) knownPod(uid types.UID) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()

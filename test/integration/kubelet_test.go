@@ -578,3 +578,42 @@ func TestKubeletRuntimeOutage(t *testing.T) {
 		t.Errorf("container after the outage: %s restarts %d, want %s with 0", a.ContainerID, a.RestartCount, b.ContainerID)
 	}
 }
+
+// TestKubeletReadinessWhileTerminating: a terminating pod whose readiness
+// probe starts failing (its preStop hook removes the file the probe reads)
+// is reported not Ready at once, while its container still runs out its
+// grace period, so that its Services drop it (the conformance suite's
+// PublishNotReadyAddresses specs).
+func TestKubeletReadinessWhileTerminating(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{})
+	cs := c.Client
+	// The container's script, and it outlives SIGTERM.
+	rt := fakeruntime.New(fakeruntime.Options{Program: func(cfg *runtimeapi.ContainerConfig) fakeruntime.Program {
+		p := fakeruntime.ProgramFor(cfg.Command, cfg.Args)
+		p.IgnoreSIGTERM = true
+		return p
+	}})
+	rt.AddRegistryImage("busybox:1.36", fakeruntime.RegistryImage{Size: 1})
+	startNode(t, c, "node-1", rt, t.TempDir())
+	ctx := context.Background()
+
+	app := busybox("app", "sh", "-c", "touch /tmp/ready; sleep 3600")
+	app.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/ready"}}},
+		PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 1, SuccessThreshold: 1}
+	app.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"rm", "-f", "/tmp/ready"}}}}
+	pod := kubeletPod("draining", "node-1", app)
+	pod.Spec.TerminationGracePeriodSeconds = ptr64(60)
+	createPod(t, cs, pod)
+	waitPod(t, cs, "draining", "Ready", func(p *corev1.Pod) bool { return podCondition(p, corev1.PodReady) == corev1.ConditionTrue })
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "draining", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitPod(t, cs, "draining", "not Ready while terminating", func(p *corev1.Pod) bool {
+		return p.DeletionTimestamp != nil && podCondition(p, corev1.PodReady) == corev1.ConditionFalse &&
+			len(p.Status.ContainerStatuses) == 1 && !p.Status.ContainerStatuses[0].Ready && p.Status.ContainerStatuses[0].State.Running != nil
+	})
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("Ready went False %v after the delete, within a 60 s grace period: too late for its Services", took)
+	}
+}
