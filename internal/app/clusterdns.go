@@ -182,6 +182,15 @@ func runClusterDNS(ctx context.Context, cs kubernetes.Interface, srv *clusterdns
 		}
 		select {
 		case <-ctx.Done():
+			// A server that stops takes its endpoint out of kube-dns,
+			// as kube-apiserver takes its own out of `kubernetes`: the
+			// other servers' CoreDNS answer alone meanwhile.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err := cs.DiscoveryV1().EndpointSlices(slice.Namespace).Delete(dctx, slice.Name, metav1.DeleteOptions{})
+			cancel()
+			if err != nil && !apierrors.IsNotFound(err) {
+				slog.Warn("cluster DNS: remove this server's kube-dns endpoint", "err", err)
+			}
 			return
 		case <-time.After(10 * time.Second):
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/test/integration/framework"
 )
 
@@ -163,4 +164,32 @@ func clusterDNSAddress(t testing.TB, ctx context.Context, cs kubernetes.Interfac
 		t.Fatalf("no EndpointSlice for kube-system/kube-dns: %v", err)
 	}
 	return slice, net.JoinHostPort(slice.Endpoints[0].Addresses[0], strconv.Itoa(int(*slice.Ports[0].Port)))
+}
+
+// TestClusterDNSEndpointRemovedAtStop: a server that stops takes its
+// CoreDNS out of the kube-dns Service (its EndpointSlice), so that the
+// other servers of the cluster answer alone; a server started later on
+// the same etcd without cluster DNS finds none.
+func TestClusterDNSEndpointRemovedAtStop(t *testing.T) {
+	ctx := ctxFor(t)
+	etcdServer, err := etcd.Start(ctx, etcd.Config{DataDir: t.TempDir(), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcdServer.Close)
+	kubeDNS := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"}
+	t.Run("serving", func(t *testing.T) {
+		c := framework.NewCluster(t, framework.Options{ClusterDNS: true, DisableScheduler: true, EtcdServers: etcdServer.Endpoints()})
+		clusterDNSAddress(t, ctx, c.Client)
+	})
+	t.Run("after-stop", func(t *testing.T) {
+		c := framework.NewCluster(t, framework.Options{DisableScheduler: true, EtcdServers: etcdServer.Endpoints()})
+		left, err := c.Client.DiscoveryV1().EndpointSlices("kube-system").List(ctx, kubeDNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left.Items) != 0 {
+			t.Errorf("kube-dns EndpointSlices after the server that served DNS stopped: %d (%s), want none", len(left.Items), left.Items[0].Name)
+		}
+	})
 }
