@@ -79,7 +79,13 @@ func CleanupNode(ctx context.Context, cfg CleanupConfig) error {
 	step(fmt.Sprintf("unmounted %d mounts", n), err)
 	step("removed the masquerade chain "+"SKIFF-MASQ-"+bridge, cri.RemoveMasquerade(bridge))
 	step("removed the bridge "+bridge, deleteLink(bridge))
-	if data, err := os.ReadFile(filepath.Join(agentDir, "flannel", "net-conf.json")); err == nil {
+	// kube-proxy's lock says whether another skiff runs a node in this
+	// network namespace: its kube-proxy and flannel (one each per
+	// namespace) stay then.
+	proxyErr := kubeproxy.CleanupNamespace(ctx)
+	if data, err := os.ReadFile(filepath.Join(agentDir, "flannel", "net-conf.json")); err == nil && proxyErr != nil && strings.Contains(proxyErr.Error(), "another skiff") {
+		step("kept flannel's device, routes and rules (another skiff runs in this network namespace)", nil)
+	} else if err == nil {
 		var cidrs []netip.Prefix
 		cluster, err := flannel.ClusterCIDR(string(data))
 		for _, c := range splitList(cluster) {
@@ -92,9 +98,12 @@ func CleanupNode(ctx context.Context, cfg CleanupConfig) error {
 		}
 		step("removed flannel's device, routes and rules", err)
 	}
-	if err := kubeproxy.CleanupNamespace(ctx); err != nil {
-		step("kept kube-proxy's rules", err)
-	} else {
+	switch err := proxyErr; {
+	case err != nil && strings.Contains(err.Error(), "another skiff"):
+		step("kept kube-proxy's rules (another skiff runs kube-proxy in this network namespace)", nil)
+	case err != nil:
+		step("kube-proxy's rules", err)
+	default:
 		step("removed kube-proxy's rules", nil)
 	}
 	step("removed containerd's runtime state", os.RemoveAll(filepath.Join(agentDir, "containerd", "state")))
@@ -126,10 +135,24 @@ func runningContainerd(agentDir string) (pid, parent int) {
 		return 0, 0
 	}
 	parent, _ = strconv.Atoi(fields[1])
-	if parent <= 1 {
-		return 0, 0 // orphaned: its skiff is gone, containerd will be stopped as stale
+	if !isSkiff(parent) {
+		return 0, 0 // orphaned (adopted by init or a subreaper): its skiff is gone
 	}
 	return pid, parent
+}
+
+// isSkiff says whether pid runs this program (skiff as PID 1 in a
+// container included).
+func isSkiff(pid int) bool {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return false
+	}
+	self, err := os.Executable()
+	if err == nil && exe == self {
+		return true
+	}
+	return strings.HasPrefix(filepath.Base(exe), "skiff")
 }
 
 // removePods starts the node's containerd and stops and removes every pod
@@ -167,8 +190,10 @@ func removePods(ctx context.Context, agentDir string) (int, error) {
 	return len(sandboxes), errors.Join(errs...)
 }
 
-// killProcessesNaming kills (SIGKILL, by PID) the processes whose command
-// line contains s, other than this one, and returns how many.
+// killProcessesNaming kills (SIGKILL, by PID) the containerd processes
+// (containerd, its shims) whose command line contains s, and returns how
+// many; other programs naming the dir (an editor, a tail of a log) are
+// left alone.
 func killProcessesNaming(s string) int {
 	entries, _ := os.ReadDir("/proc")
 	self := strconv.Itoa(os.Getpid())
@@ -180,6 +205,9 @@ func killProcessesNaming(s string) int {
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err != nil || !bytes.Contains(cmdline, []byte(s)) {
+			continue
+		}
+		if exe, err := os.Readlink("/proc/" + e.Name() + "/exe"); err != nil || !strings.HasPrefix(filepath.Base(exe), "containerd") {
 			continue
 		}
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {

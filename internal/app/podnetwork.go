@@ -89,36 +89,38 @@ func ensureFlannelConfig(ctx context.Context, cs kubernetes.Interface, netConf s
 
 // readFlannelConfig returns the cluster's net-conf.json, or "" when the
 // server keeps none (a single-node pod network).
+//
+// It waits for a server that does not answer yet, as the kubelet does.
+// Forbidden is tried again for a minute (a server still starting may not
+// have made the Role yet), then taken for a server from before the pod
+// network, which keeps no configuration either.
 func readFlannelConfig(ctx context.Context, client kubernetes.Interface) (string, error) {
-	var netConf string
-	err := retryAPI(ctx, func() error {
-		cm, err := client.CoreV1().ConfigMaps(flannel.ConfigMapNamespace).Get(ctx, flannel.ConfigMapName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			// Forbidden: a server from before the pod network, which
-			// keeps no configuration either.
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		netConf = cm.Data[flannel.NetConfKey]
-		return nil
-	})
-	return netConf, err
-}
-
-// retryAPI calls f until it succeeds, for up to a minute (an agent may
-// start before its server answers).
-func retryAPI(ctx context.Context, f func() error) error {
-	deadline := time.Now().Add(time.Minute)
+	forbiddenSince := time.Time{}
+	lastLog := time.Time{}
 	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
+		cm, err := client.CoreV1().ConfigMaps(flannel.ConfigMapNamespace).Get(ctx, flannel.ConfigMapName, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			return cm.Data[flannel.NetConfKey], nil
+		case apierrors.IsNotFound(err):
+			return "", nil
+		case apierrors.IsForbidden(err):
+			if forbiddenSince.IsZero() {
+				forbiddenSince = time.Now()
+			}
+			if time.Since(forbiddenSince) > time.Minute {
+				slog.Warn("pod network: this node may not read the cluster's flannel configuration; it reaches only its own pods", "err", err)
+				return "", nil
+			}
+		default:
+			if time.Since(lastLog) > 30*time.Second {
+				slog.Warn("pod network: waiting for the server", "err", err)
+				lastLog = time.Now()
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
@@ -158,8 +160,12 @@ func (p *podNetwork) run(ctx context.Context) error {
 		if !p.hasPodCIDR(ctx) {
 			continue
 		}
-		n, err := flannel.Start(ctx, flannel.Config{NodeName: p.nodeName, NodeIP: p.nodeIP, NetConf: p.netConf, Kubeconfig: kubeconfig, Dir: p.dir})
+		// Each attempt's informers and goroutines end with it: a failed
+		// one leaves nothing running.
+		actx, cancel := context.WithCancel(ctx)
+		n, err := flannel.Start(actx, flannel.Config{NodeName: p.nodeName, NodeIP: p.nodeIP, NetConf: p.netConf, Kubeconfig: kubeconfig, Dir: p.dir})
 		if err != nil {
+			cancel()
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -168,9 +174,11 @@ func (p *podNetwork) run(ctx context.Context) error {
 		}
 		slog.Info("pod network: flannel is up", "node", p.nodeName, "podCIDR", n.PodCIDR(), "mtu", n.MTU)
 		if err := p.writeCNI(n.PodCIDR(), n.MTU); err != nil {
+			cancel()
 			return fmt.Errorf("write CNI config: %w", err)
 		}
-		n.Run(ctx)
+		n.Run(actx)
+		cancel()
 		return nil
 	}
 }
@@ -199,7 +207,11 @@ func writeKubeconfigOf(path string, rc *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, data, 0o600)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return err
+	}
+	// WriteFile keeps an existing file's mode.
+	return os.Chmod(path, 0o600)
 }
 
 // flannelCNIConfig is the bridge config of a node whose pod network is

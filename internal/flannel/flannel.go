@@ -1,14 +1,3 @@
-// Package flannel runs flannel (github.com/flannel-io/flannel) inside a
-// skiff agent, as k3s embeds it: the pod network across nodes. Each node's
-// pods are in its spec.podCIDR (node IPAM gives it from the server's
-// --cluster-cidr); flannel's Kubernetes subnet manager publishes the
-// node's backend data on its Node (the flannel.alpha.coreos.com
-// annotations) and its backend (vxlan or host-gw) routes every other
-// node's pod CIDR; flannel's nftables traffic manager masquerades only
-// what leaves the cluster range and accepts forwarding within it. Nothing
-// about the routes or rules is skiff's; skiff chooses the configuration,
-// finds the node's interface and hands the result (the node's subnet and
-// MTU) to its CNI bridge config.
 package flannel
 
 import (
@@ -16,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -180,9 +170,17 @@ func Start(ctx context.Context, cfg Config) (*Network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flannel: %w", err)
 	}
+	// NODE_NAME is process-wide state (children started meanwhile would
+	// inherit it): set only while the subnet manager reads it.
 	nodeNameMu.Lock()
+	prev, had := os.LookupEnv("NODE_NAME")
 	os.Setenv("NODE_NAME", cfg.NodeName)
 	sm, err := kube.NewSubnetManager(ctx, "", cfg.Kubeconfig, AnnotationPrefix, netConfPath, false)
+	if had {
+		os.Setenv("NODE_NAME", prev)
+	} else {
+		os.Unsetenv("NODE_NAME")
+	}
 	nodeNameMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("flannel subnet manager: %w", err)
@@ -260,7 +258,7 @@ func (n *Network) Run(ctx context.Context) {
 	if err := n.sm.CompleteLease(ctx, n.bn.Lease(), n.wg); err != nil && ctx.Err() == nil {
 		// Only the NetworkUnavailable condition, which skiff does not
 		// ask for, makes this fail.
-		fmt.Fprintf(os.Stderr, "flannel: complete lease: %v\n", err)
+		slog.Warn("flannel: complete lease", "err", err)
 	}
 	<-ctx.Done()
 	n.wg.Wait()

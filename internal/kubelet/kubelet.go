@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/kubernetes/pkg/kubelet/clustertrustbundle"
-	"k8s.io/kubernetes/pkg/kubelet/podcertificate"
 	"log/slog"
 	"net"
 	"os"
@@ -28,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	cri "k8s.io/cri-api/pkg/apis"
+	"k8s.io/kubernetes/pkg/kubelet/clustertrustbundle"
+	"k8s.io/kubernetes/pkg/kubelet/podcertificate"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/journey"

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"k8s.io/kubernetes/pkg/probe"
-	grpcprobe "k8s.io/kubernetes/pkg/probe/grpc"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/kubernetes/pkg/probe"
+	grpcprobe "k8s.io/kubernetes/pkg/probe/grpc"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/plan"

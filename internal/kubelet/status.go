@@ -198,5 +198,13 @@ func (m *statusManager) setUnready(ctx context.Context, pod *corev1.Pod, contain
 		}
 		c.Status, c.Reason, c.Message = corev1.ConditionFalse, "ContainersNotReady", msg
 	}
+	// Only over the status it started from: a newer one from the pod's
+	// worker (which knows the probe result too) wins.
+	m.mu.Lock()
+	cur := m.generated[pod.UID]
+	m.mu.Unlock()
+	if !apiequality.Semantic.DeepEqual(cur, last) {
+		return
+	}
 	m.set(ctx, pod, st)
 }

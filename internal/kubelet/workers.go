@@ -59,14 +59,17 @@ func (k *Kubelet) dispatch(ctx context.Context, pod *corev1.Pod, removed bool) {
 			return
 		}
 		w = &podWorker{uid: pod.UID, wake: make(chan struct{}, 1), done: make(chan struct{}),
-			waiting: map[string]podstatus.Waiting{}, backOff: map[string]plan.BackOff{}}
+			waiting: map[string]podstatus.Waiting{}, backOff: map[string]plan.BackOff{}, pod: pod}
 		k.workers[pod.UID] = w
-		go k.runWorker(ctx, w)
+		k.mu.Unlock()
 		if k.podCerts != nil {
-			// A pod new to the node: its podCertificate projections
-			// are issued from now on (the kubelet's HandlePodAdditions).
-			defer k.podCerts.TrackPod(ctx, pod)
+			// A pod new to the node: its podCertificate projections are
+			// requested before its first sync mounts them (the kubelet's
+			// HandlePodAdditions).
+			k.podCerts.TrackPod(ctx, pod)
 		}
+		k.mu.Lock()
+		go k.runWorker(ctx, w)
 	}
 	k.mu.Unlock()
 	w.mu.Lock()

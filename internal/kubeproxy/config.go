@@ -63,9 +63,9 @@ func kubeProxyConfiguration(cfg Config) (*kubeproxyconfig.KubeProxyConfiguration
 	c.Mode = kubeproxyconfig.ProxyModeNFTables
 	c.HostnameOverride = cfg.NodeName
 	// HealthzBindAddress (0.0.0.0:10256) and MetricsBindAddress
-	// (127.0.0.1:10249) keep kube-proxy's defaults and are served as its
-	// are; the metrics are in the process's legacyregistry, the server's
-	// /metrics too.
+	// (127.0.0.1:10249) keep kube-proxy's defaults; the metrics port serves
+	// /proxyMode and /healthz but not /metrics, which the API server serves
+	// (the process's legacyregistry holds every component's series).
 	c.NodePortAddresses = cfg.NodePortAddresses
 	if len(c.NodePortAddresses) == 0 {
 		c.NodePortAddresses = []string{kubeproxyconfig.NodePortAddressesPrimary}

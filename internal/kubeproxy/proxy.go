@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/proxy"
 	"k8s.io/kubernetes/pkg/proxy/apis"
@@ -137,10 +136,11 @@ func (p *Proxy) Run(ctx context.Context) error {
 	return p.cleanupAfterStop(cctx)
 }
 
-// serveMetrics serves kube-proxy's metrics port as its server does:
-// /proxyMode, /metrics (component-base's legacy registry, where the
-// kubeproxy_* series are; the API server's /metrics has them too) and
-// /healthz, until ctx ends.
+// serveMetrics serves kube-proxy's metrics port as its server does,
+// /proxyMode and /healthz, until ctx ends; but not /metrics: in skiff's
+// process the legacy registry also holds the API server's, etcd's and the
+// controllers' series, which only the API server's authorized /metrics
+// may show (the kubeproxy_* series are there).
 func serveMetrics(ctx context.Context, addr string, mode kubeproxyconfig.ProxyMode) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +148,6 @@ func serveMetrics(ctx context.Context, addr string, mode kubeproxyconfig.ProxyMo
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		fmt.Fprintf(w, "%s", mode)
 	})
-	mux.Handle("/metrics", legacyregistry.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

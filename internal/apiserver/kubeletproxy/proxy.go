@@ -284,9 +284,9 @@ func (p *Proxy) logs(w http.ResponseWriter, r *http.Request, namespace, name str
 		// As kube-apiserver streams a log to a WebSocket client
 		// (responsewriters.StreamObject): the protocols binary.k8s.io and
 		// base64.binary.k8s.io (or none), a frame per read, pings.
-		if err := wsstream.NewReader(resp.Body, true, wsstream.NewDefaultReaderProtocols()).Copy(w, r); err != nil {
-			return nil // the upgrade is answered: nothing more to say
-		}
+		// Once the upgrade is answered there is nothing more to say: an
+		// error here is the client's or the kubelet's stream ending.
+		_ = wsstream.NewReader(resp.Body, true, wsstream.NewDefaultReaderProtocols()).Copy(w, r)
 		return nil
 	}
 	w.Header().Set("Content-Type", "text/plain")
