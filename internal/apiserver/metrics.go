@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -77,6 +79,18 @@ func (r *recorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// Hijack hands the connection over, for WebSocket servers that assert
+// http.Hijacker themselves (golang.org/x/net/websocket, behind wsstream's
+// log streams) rather than use http.ResponseController, and records the
+// switch of protocols.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(r.ResponseWriter).Hijack()
+	if err == nil {
+		r.SwitchedProtocols()
+	}
+	return conn, rw, err
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.

@@ -17,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
 	"github.com/skiff-sh/skiff/internal/pki"
@@ -103,8 +105,35 @@ func TestStreaming(t *testing.T) {
 				if err := bg.Stop(10 * time.Second); err != nil {
 					t.Logf("stop kubectl logs -f: %v", err)
 				}
+				// Over a WebSocket, as the conformance suite reads a log:
+				// 101 with the binary.k8s.io protocol, then the log in frames.
+				tlsConfig, err := rest.TLSConfigFor(s.RESTConfig(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := websocket.Dialer{TLSClientConfig: tlsConfig, Subprotocols: []string{"binary.k8s.io"}, HandshakeTimeout: 10 * time.Second}
+				conn, resp, err := d.Dial("wss"+strings.TrimPrefix(s.URL, "https")+"/api/v1/namespaces/default/pods/web/log?container=side", nil)
+				if err != nil {
+					t.Fatalf("log over WebSocket: %v (response %v)", err, resp)
+				}
+				if resp.StatusCode != http.StatusSwitchingProtocols || conn.Subprotocol() != "binary.k8s.io" {
+					t.Errorf("log over WebSocket: %d, protocol %q; want 101, binary.k8s.io", resp.StatusCode, conn.Subprotocol())
+				}
+				_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+				var got strings.Builder
+				for {
+					_, msg, err := conn.ReadMessage()
+					if err != nil {
+						break
+					}
+					got.Write(msg)
+				}
+				conn.Close()
+				if got.String() != "from side\n" {
+					t.Errorf("log over WebSocket: %q, want %q", got.String(), "from side\n")
+				}
 				// The API's own answer without a container name, as kube-apiserver words it.
-				err := cs.CoreV1().Pods("default").GetLogs("web", &corev1.PodLogOptions{}).Do(ctx).Error()
+				err = cs.CoreV1().Pods("default").GetLogs("web", &corev1.PodLogOptions{}).Do(ctx).Error()
 				if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "a container name must be specified for pod web, choose one of: [app side]") {
 					t.Errorf("logs without a container: %v", err)
 				}
