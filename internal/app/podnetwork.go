@@ -40,18 +40,8 @@ const flannelConfigReader = "skiff:nodes-flannel-config"
 // removes it when netConf is empty (no cluster CIDR, or --flannel-backend
 // none), and lets nodes read it.
 func ensureFlannelConfig(ctx context.Context, cs kubernetes.Interface, netConf string) error {
-	cms := cs.CoreV1().ConfigMaps(flannel.ConfigMapNamespace)
-	if netConf == "" {
-		// Only the one skiff wrote.
-		cm, err := cms.Get(ctx, flannel.ConfigMapName, metav1.GetOptions{})
-		if err == nil && cm.Labels["app.kubernetes.io/managed-by"] == "skiff" {
-			err = cms.Delete(ctx, flannel.ConfigMapName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("configmap %s: %w", flannel.ConfigMapName, err)
-		}
-		return nil
-	}
+	// Nodes may read it whether or not there is one, so that an agent
+	// learns "none" (NotFound) at once rather than being refused.
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: flannelConfigReader, Namespace: flannel.ConfigMapNamespace},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
@@ -67,6 +57,18 @@ func ensureFlannelConfig(ctx context.Context, cs kubernetes.Interface, netConf s
 	}
 	if _, err := cs.RbacV1().RoleBindings(binding.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("rolebinding %s: %w", binding.Name, err)
+	}
+	cms := cs.CoreV1().ConfigMaps(flannel.ConfigMapNamespace)
+	if netConf == "" {
+		// Only the one skiff wrote.
+		cm, err := cms.Get(ctx, flannel.ConfigMapName, metav1.GetOptions{})
+		if err == nil && cm.Labels["app.kubernetes.io/managed-by"] == "skiff" {
+			err = cms.Delete(ctx, flannel.ConfigMapName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("configmap %s: %w", flannel.ConfigMapName, err)
+		}
+		return nil
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: flannel.ConfigMapName, Namespace: flannel.ConfigMapNamespace,
@@ -91,7 +93,7 @@ func ensureFlannelConfig(ctx context.Context, cs kubernetes.Interface, netConf s
 // server keeps none (a single-node pod network).
 //
 // It waits for a server that does not answer yet, as the kubelet does.
-// Forbidden is tried again for a minute (a server still starting may not
+// Forbidden is tried again for 15 seconds (a server still starting may not
 // have made the Role yet), then taken for a server from before the pod
 // network, which keeps no configuration either.
 func readFlannelConfig(ctx context.Context, client kubernetes.Interface) (string, error) {
@@ -108,7 +110,7 @@ func readFlannelConfig(ctx context.Context, client kubernetes.Interface) (string
 			if forbiddenSince.IsZero() {
 				forbiddenSince = time.Now()
 			}
-			if time.Since(forbiddenSince) > time.Minute {
+			if time.Since(forbiddenSince) > 15*time.Second {
 				slog.Warn("pod network: this node may not read the cluster's flannel configuration; it reaches only its own pods", "err", err)
 				return "", nil
 			}
