@@ -217,21 +217,7 @@ func (e *podsEnv) testJourneyCommand(t *testing.T) {
 // `skiff images import` and runs a pod from it with no registry.
 func (e *podsEnv) testImagesImport(t *testing.T) {
 	const ns, image = "imported", "example.com/imported/busybox:1"
-	img, err := testimages.Busybox()
-	if err != nil {
-		t.Fatal(err)
-	}
-	archive := filepath.Join(t.TempDir(), "imported-busybox.tar")
-	f, err := os.Create(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := img.WriteArchive(f, image); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	archive := busyboxArchive(t, image)
 	stdout, stderr, err := e.s.Skiff(t, "images", "import", archive)
 	if err != nil {
 		t.Fatalf("skiff images import: %v\n%s%s", err, stdout, stderr)
@@ -313,4 +299,27 @@ func (e *podsEnv) testRunAttach(t *testing.T) {
 			t.Errorf("kubectl run -i --rm --restart=%s -- echo hello: stdout %q, stderr %q; want hello", tc.restart, stdout, stderr)
 		}
 	}
+}
+
+// busyboxArchive writes the busybox test image as an image tarball named
+// image (`skiff images import`, or a node's images directory) and returns
+// its path.
+func busyboxArchive(t *testing.T, image string) string {
+	t.Helper()
+	img, err := testimages.Busybox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "busybox.tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := img.WriteArchive(f, image); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return archive
 }

@@ -74,22 +74,8 @@ func TestPodNetwork(t *testing.T) {
 	}
 
 	// busybox on both nodes, from a tarball: the hosts reach no registry.
-	img, err := testimages.Busybox()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const image = "example.com/e2e/busybox:1"
-	archive := filepath.Join(t.TempDir(), "busybox.tar")
-	f, err := os.Create(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := img.WriteArchive(f, image); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	archive := busyboxArchive(t, image)
 	framework.ImportImage(t, s.DataDir, archive)
 	framework.ImportImage(t, agent.DataDir, archive)
 
