@@ -18,6 +18,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/journey"
 	"github.com/skiff-sh/skiff/internal/kubelet/plan"
 	"github.com/skiff-sh/skiff/internal/kubelet/podstatus"
+	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 )
 
 // minGracePeriod is the shortest stop a container gets, as the kubelet's.
@@ -390,21 +391,19 @@ func (k *Kubelet) admitPod(w *podWorker, pod *corev1.Pod, rt plan.Runtime) {
 	w.terminalReason, w.terminalMessage = reason, "Pod was rejected: "+message
 }
 
-// attachWindow is how long a container started to be attached to is
-// running before the kubelet reports it running.
-const attachWindow = time.Second
-
 // attachHold is how long to hold back the report of a pod with a
 // container started to be attached to (stdin and stdinOnce, as `kubectl
-// run -i` makes) that started less than attachWindow ago. kubectl attaches
-// once it sees the container running, and output written before the
-// attach is not replayed: a container that ends at once (`-- echo hello`)
-// would print nothing. Upstream's kubelet reports a started container at
-// its next relist, up to a second later, by when such a container has
-// ended and kubectl prints its logs instead; this keeps that behaviour
-// for these containers' first start only (a restarted one, of a pod that
-// restarts always, is reported at once: kubectl waits for it to be ready,
-// attaches, and falls back to its logs when it has ended).
+// run -i` makes) that started less than kubeletserver.AttachWindow ago.
+// kubectl attaches once it sees the container running, and output written
+// before the attach is not replayed: a container that ends at once (`--
+// echo hello`) would print nothing. Upstream's kubelet reports a started
+// container at its next relist, up to a second later, by when such a
+// container has ended and kubectl prints its logs instead; this keeps that
+// behaviour for these containers' first start. A restarted one, of a pod
+// that restarts always, is reported at once: kubectl waits for it to be
+// ready and attaches, and the server holds that attach until the
+// container has run the window too, so that one which has ended by then
+// fails the attach and kubectl falls back to its logs.
 func attachHold(pod *corev1.Pod, rt plan.Runtime, now time.Time) time.Duration {
 	var hold time.Duration
 	for _, c := range rt.Running() {
@@ -412,7 +411,7 @@ func attachHold(pod *corev1.Pod, rt plan.Runtime, now time.Time) time.Duration {
 		if spec == nil || !spec.Stdin || !spec.StdinOnce || c.StartedAt.IsZero() || c.RestartCount > 0 {
 			continue
 		}
-		if left := attachWindow - now.Sub(c.StartedAt); left > hold {
+		if left := kubeletserver.AttachWindow - now.Sub(c.StartedAt); left > hold {
 			hold = left
 		}
 	}

@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/fakestreaming"
 	"github.com/skiff-sh/skiff/internal/pki"
@@ -54,9 +56,16 @@ func newTestNode(t *testing.T) *testNode {
 // allow-list of the API server's user).
 func newTestNodeWith(t *testing.T, authz authorizer.Authorizer) *testNode {
 	t.Helper()
+	return newTestNodeClock(t, authz, nil)
+}
+
+// newTestNodeClock is newTestNodeWith with the server's clock (nil: the
+// real one).
+func newTestNodeClock(t *testing.T, authz authorizer.Authorizer, clk clock.WithTicker) *testNode {
+	t.Helper()
 	k := fakestreaming.NewKubelet(t)
 	n := &testNode{t: t, rt: k.Runtime, dataDir: k.DataDir, logDir: t.TempDir(), pods: map[string]*corev1.Pod{}}
-	s, err := New(Config{Runtime: k.Runtime, Pods: PodsFunc(n.getPod), TLS: k.ServingTLS, Authorizer: authz, NodeName: "n1"})
+	s, err := New(Config{Runtime: k.Runtime, Pods: PodsFunc(n.getPod), TLS: k.ServingTLS, Authorizer: authz, NodeName: "n1", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,6 +432,63 @@ func TestExecAndAttach(t *testing.T) {
 			}
 			if stdout.String() != tt.wantStdout || stderr.String() != tt.wantStderr {
 				t.Errorf("stdout %q stderr %q, want %q %q", stdout.String(), stderr.String(), tt.wantStdout, tt.wantStderr)
+			}
+		})
+	}
+}
+
+// TestAttachHeldForStdinOnce: an attach to a container made to be attached
+// to (stdin and stdinOnce, as `kubectl run -i` makes) waits until it has
+// run AttachWindow; one that ended by then fails the attach, so that
+// kubectl prints its logs rather than nothing.
+func TestAttachHeldForStdinOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stop    bool
+		wantErr string
+	}{
+		{name: "still running", wantErr: ""},
+		{name: "ended in the window", stop: true, wantErr: `container "app" ended before the attach`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Now())
+			n := newTestNodeClock(t, nil, clk)
+			pod := n.addPod("run", "app")
+			n.mu.Lock()
+			pod.Spec.Containers[0].Stdin, pod.Spec.Containers[0].StdinOnce = true, true
+			n.mu.Unlock()
+			exec, err := remotecommand.NewSPDYExecutor(n.restConfig(), "POST",
+				execURL(n, "/attach/default/run/app", url.Values{"stdin": {"1"}, "stdout": {"1"}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stdout bytes.Buffer
+			done := make(chan error, 1)
+			go func() {
+				done <- exec.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdin: strings.NewReader("typed"), Stdout: &stdout})
+			}()
+			for !clk.HasWaiters() {
+				select {
+				case err := <-done:
+					t.Fatalf("attach returned before the window passed: %v (stdout %q)", err, stdout.String())
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			if tc.stop {
+				if err := n.rt.StopContainer(context.Background(), runtimeID(pod.Status.ContainerStatuses[0].ContainerID), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clk.Step(2 * AttachWindow) // the fake clock was set before the container started
+			err = <-done
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || stdout.String() != "attached\ntyped" {
+				t.Errorf("attach: err %v, stdout %q; want the attached stream", err, stdout.String())
 			}
 		})
 	}

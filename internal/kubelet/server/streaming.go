@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -56,14 +57,63 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// AttachWindow is how long a container started to be attached to (stdin
+// and stdinOnce, as `kubectl run -i` makes) runs before it is attached to:
+// the kubelet holds back the report of such a container's first start for
+// this long, and the server holds back an attach to any of its starts
+// until it has run this long. Output written before an attach is not
+// replayed (upstream issue #27264), so a container that prints and ends at
+// once (`kubectl run -i -- echo hello`) would show nothing if attached to
+// in between; held, it has ended, the attach fails and kubectl prints its
+// logs instead.
+const AttachWindow = time.Second
+
 // attach serves /attach/{namespace}/{pod}[/{uid}]/{container}.
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	s.streamContainer(w, r, func(id string, o StreamOptions) (string, error) {
+		if running, err := s.holdAttach(r, id); err != nil || !running {
+			if err == nil {
+				err = status.Errorf(codes.NotFound, "container %q ended before the attach", r.PathValue("container"))
+			}
+			return "", err
+		}
 		resp, err := s.cfg.Runtime.Attach(r.Context(), &runtimeapi.AttachRequest{
 			ContainerId: id, Tty: o.TTY, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 		})
 		return resp.GetUrl(), err
 	})
+}
+
+// holdAttach waits, for a container made to be attached to (stdin and
+// stdinOnce), until it has run AttachWindow, and reports whether it still
+// runs then.
+func (s *Server) holdAttach(r *http.Request, id string) (bool, error) {
+	pod, _ := s.findPod(r)
+	var spec *corev1.Container
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == r.PathValue("container") {
+			spec = &pod.Spec.Containers[i]
+		}
+	}
+	if spec == nil || !spec.Stdin || !spec.StdinOnce {
+		return true, nil
+	}
+	st, err := s.cfg.Runtime.ContainerStatus(r.Context(), id, false)
+	if err != nil {
+		return false, err
+	}
+	started := time.Unix(0, st.GetStatus().GetStartedAt())
+	if wait := AttachWindow - s.clock.Since(started); wait > 0 {
+		select {
+		case <-s.clock.After(wait):
+		case <-r.Context().Done():
+			return false, r.Context().Err()
+		}
+		if st, err = s.cfg.Runtime.ContainerStatus(r.Context(), id, false); err != nil {
+			return false, err
+		}
+	}
+	return st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING, nil
 }
 
 // streamContainer finds the running container of the request, asks the runtime for a
