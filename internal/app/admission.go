@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	basecompatibility "k8s.io/component-base/compatibility"
 	controlplaneadmission "k8s.io/kubernetes/pkg/controlplane/apiserver/admission"
 	kubeadmission "k8s.io/kubernetes/pkg/kubeapiserver/admission"
@@ -30,11 +33,8 @@ import (
 // admissionNotYet are admission plugins kube-apiserver enables by default
 // that skiff leaves off until what they rely on is in place:
 // TaintNodesByCondition taints new nodes not-ready, which the node
-// lifecycle controller lifts; the webhooks need a service resolver that
-// reaches Services.
-var admissionNotYet = sets.New(
-	"TaintNodesByCondition", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook",
-)
+// lifecycle controller lifts.
+var admissionNotYet = sets.New("TaintNodesByCondition")
 
 // admissionAlsoOn are admission plugins kube-apiserver leaves off by
 // default that skiff runs, as kubeadm and k3s run kube-apiserver:
@@ -79,7 +79,9 @@ type admissionChain struct {
 	informers informers.SharedInformerFactory
 }
 
-func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.SharedInformerFactory, authz authorizer.Authorizer, enable, disable []string) (*admissionChain, error) {
+// newAdmissionChain builds the chain; its webhooks of Services are found
+// by services.
+func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.SharedInformerFactory, authz authorizer.Authorizer, services webhook.ServiceResolver, enable, disable []string) (*admissionChain, error) {
 	names, err := admissionPlugins(enable, disable)
 	if err != nil {
 		return nil, err
@@ -104,7 +106,7 @@ func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.S
 		LoopbackClientConfig: rc,
 		ExternalInformers:    factory,
 		APIResourceConfig:    builtin.ResourceConfig(),
-	}).New(&http.Transport{}, nil, webhook.NewDefaultServiceResolver(), noop.NewTracerProvider())
+	}).New(&http.Transport{}, nil, services, noop.NewTracerProvider())
 	if err != nil {
 		return nil, err
 	}
@@ -130,4 +132,23 @@ func (a *admissionChain) run(ctx context.Context) {
 	a.informers.Start(ctx.Done())
 	<-ctx.Done()
 	a.informers.Shutdown()
+}
+
+// webhookServiceResolver finds where an admission webhook (or a conversion
+// webhook, or an aggregated API) of a Service is served, as kube-apiserver
+// does with --enable-aggregator-routing: at one of the Service's ready
+// endpoints, a pod's address, which the server reaches over the node's pod
+// network whether or not kube-proxy runs beside it. The kubernetes Service
+// in default, port 443, is the server itself (self), as in kube-apiserver.
+func webhookServiceResolver(factory informers.SharedInformerFactory, self string) (webhook.ServiceResolver, error) {
+	slices, err := proxy.NewEndpointSliceIndexerGetter(factory.Discovery().V1().EndpointSlices())
+	if err != nil {
+		return nil, fmt.Errorf("webhook service resolver: %w", err)
+	}
+	var resolver webhook.ServiceResolver = aggregatorapiserver.NewEndpointServiceResolver(factory.Core().V1().Services().Lister(), slices)
+	host, err := url.Parse(self)
+	if err != nil {
+		return nil, fmt.Errorf("webhook service resolver: the server's URL %q: %w", self, err)
+	}
+	return aggregatorapiserver.NewLoopbackServiceResolver(resolver, host), nil
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace/noop"
+	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/rest"
+
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/crd"
@@ -14,12 +18,14 @@ import (
 // newCRDs serves CustomResourceDefinitions in catalog, and the custom
 // resources of the definitions already stored: they are served from the
 // start. The returned Manager's Run follows the definitions afterwards.
-func newCRDs(ctx context.Context, stores *storeSet, catalog *registry.Catalog) (*crd.Manager, error) {
+func newCRDs(ctx context.Context, stores *storeSet, catalog *registry.Catalog, services webhook.ServiceResolver, loopback *rest.Config) (*crd.Manager, error) {
 	m, err := crd.New(crd.Config{
-		Catalog:            catalog,
-		NewStore:           stores.newStore,
-		ReleaseStore:       stores.release,
-		ScaleTypeConverter: builtin.TypeConverter,
+		Catalog:             catalog,
+		NewStore:            stores.newStore,
+		ReleaseStore:        stores.release,
+		ScaleTypeConverter:  builtin.TypeConverter,
+		ServiceResolver:     services,
+		AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, loopback, noop.NewTracerProvider()),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("customresourcedefinitions: %w", err)

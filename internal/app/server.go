@@ -368,7 +368,13 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	catalog.Order(bi.GroupOrder...)
 	catalog.Add(bi.Resources...)
-	crds, err := newCRDs(ctx, stores, catalog)
+	// Admission, conversion webhooks and aggregated APIs reach Services
+	// through this.
+	services, err := webhookServiceResolver(apiInformers, serverURL)
+	if err != nil {
+		return err
+	}
+	crds, err := newCRDs(ctx, stores, catalog, services, loopback)
 	if err != nil {
 		return err
 	}
@@ -381,7 +387,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return fmt.Errorf("openapi: %w", err)
 	}
 	api.SetOpenAPI(openAPI)
-	admit, err := newAdmissionChain(ctx, loopback, apiInformers, authz, cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins)
+	admit, err := newAdmissionChain(ctx, loopback, apiInformers, authz, services, cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins)
 	if err != nil {
 		return err
 	}

@@ -17,30 +17,56 @@ import (
 )
 
 // TestCustomResourceWebhookConversion: a definition converting by webhook
-// is served in its storage version, and a conversion to another version
-// fails saying why.
+// is served in every version through its webhook: an object created in
+// one version is stored in the storage version and read, listed and
+// watched in another as the webhook converts it; a webhook that cannot be
+// reached fails the request saying so.
 func TestCustomResourceWebhookConversion(t *testing.T) {
 	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
 	ctx := ctxFor(t)
 	cl := newCRDClients(t, c)
+	hook := newAdmissionWebhook(t)
 	crd := newWidgetCRD()
 	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
 		Strategy: apiextensionsv1.WebhookConverter,
 		Webhook: &apiextensionsv1.WebhookConversion{
-			ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/convert")},
+			ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr.To(hook.URL + "/convert"), CABundle: hook.clientConfig("").CABundle},
 			ConversionReviewVersions: []string{"v1"},
 		},
 	}
-	if _, err := cl.crds.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	crd, err := cl.crds.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	waitEstablished(ctx, t, cl, c, crd.Name, widgetsV1)
-	if _, err := cl.dynamic.Resource(widgetsV1).Namespace("default").Create(ctx, widget("w", map[string]interface{}{}), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create in the storage version: %v", err)
+	// Created through v1beta1: converted to v1 to be stored, and back.
+	w := widget("w", map[string]interface{}{"size": "small"})
+	w.SetAPIVersion("stable.example.com/v1beta1")
+	created, err := cl.dynamic.Resource(widgetsV1beta1).Namespace("default").Create(ctx, w, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create through v1beta1: %v", err)
 	}
-	_, err := cl.dynamic.Resource(widgetsV1beta1).Namespace("default").Get(ctx, "w", metav1.GetOptions{})
-	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "conversion webhooks are not served by skiff yet") {
-		t.Errorf("get through another version: %v, want 500 saying conversion webhooks are not served", err)
+	if created.GetAPIVersion() != "stable.example.com/v1beta1" || created.GetAnnotations()["converted-to"] != "stable.example.com/v1beta1" {
+		t.Errorf("created: %s %v, want v1beta1 as the webhook converted it back", created.GetAPIVersion(), created.GetAnnotations())
+	}
+	stored, err := cl.dynamic.Resource(widgetsV1).Namespace("default").Get(ctx, "w", metav1.GetOptions{})
+	if err != nil || stored.GetAnnotations()["converted-to"] != "stable.example.com/v1" {
+		t.Errorf("get through v1: %v %v, want the object stored as converted to v1", stored, err)
+	}
+	list, err := cl.dynamic.Resource(widgetsV1beta1).Namespace("default").List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 || list.Items[0].GetAPIVersion() != "stable.example.com/v1beta1" {
+		t.Errorf("list through v1beta1: %v, %v", list, err)
+	}
+
+	// The webhook gone: reads in the storage version still work, reads
+	// through another version fail saying why.
+	hook.Close()
+	if _, err := cl.dynamic.Resource(widgetsV1).Namespace("default").Get(ctx, "w", metav1.GetOptions{}); err != nil {
+		t.Errorf("get through the storage version without the webhook: %v", err)
+	}
+	_, err = cl.dynamic.Resource(widgetsV1beta1).Namespace("default").Get(ctx, "w", metav1.GetOptions{})
+	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "conversion webhook for stable.example.com/v1, Kind=Widget failed") {
+		t.Errorf("get through v1beta1 without the webhook: %v, want 500 saying the conversion webhook failed", err)
 	}
 }
 

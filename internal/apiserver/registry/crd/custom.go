@@ -88,7 +88,7 @@ func buildDefinition(cfg buildConfig, crd *apiextensionsv1.CustomResourceDefinit
 	if err != nil {
 		return nil, err
 	}
-	safe, err := newConverter(cfg.converters, crd, storageVersion)
+	safe, _, err := cfg.converters.NewConverter(crd)
 	if err != nil {
 		return nil, err
 	}

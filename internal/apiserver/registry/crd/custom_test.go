@@ -3,6 +3,9 @@ package crd
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"sort"
@@ -324,31 +327,69 @@ func TestKinds(t *testing.T) {
 	}
 }
 
-// TestWebhookConversionNotServed: a definition converting by webhook
-// serves each object in its own version; a conversion to another version
-// is a 500 saying why.
-func TestWebhookConversionNotServed(t *testing.T) {
-	d := testDefinition(t, newCRD(func(c *apiextensionsv1.CustomResourceDefinition) {
-		c.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
-			Strategy: apiextensionsv1.WebhookConverter,
-			Webhook: &apiextensionsv1.WebhookConversion{
-				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/convert")},
-				ConversionReviewVersions: []string{"v1"},
-			},
+// TestWebhookConversion: a definition converting by webhook converts
+// through upstream's webhook converter: the webhook is called with a
+// ConversionReview and its objects are what the conversion returns; one
+// that cannot be reached fails the conversion saying so.
+func TestWebhookConversion(t *testing.T) {
+	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review apiextensionsv1.ConversionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
+		resp := &apiextensionsv1.ConversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
+		for _, raw := range review.Request.Objects {
+			var o map[string]interface{}
+			if err := json.Unmarshal(raw.Raw, &o); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			o["apiVersion"] = review.Request.DesiredAPIVersion
+			o["metadata"].(map[string]interface{})["annotations"] = map[string]interface{}{"converted-by": "webhook"}
+			b, _ := json.Marshal(o)
+			resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: b})
+		}
+		review.Request, review.Response = nil, resp
+		_ = json.NewEncoder(w).Encode(review)
 	}))
-	w := mustUnstructured(t, `{"apiVersion":"stable.example.com/v1","kind":"Widget","metadata":{"name":"w"}}`)
-	if _, err := d.kinds.ConvertToVersion(w, schema.GroupVersion{Group: "stable.example.com", Version: "v1"}); err != nil {
-		t.Errorf("to its own version: %v", err)
-	}
-	_, err := d.kinds.ConvertToVersion(w, schema.GroupVersion{Group: "stable.example.com", Version: "v1beta1"})
-	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "conversion webhooks are not served by skiff yet") || !strings.Contains(err.Error(), "storage version v1") {
-		t.Errorf("to another version: %v", err)
-	}
-	into := &unstructured.Unstructured{}
-	into.SetAPIVersion("stable.example.com/v1beta1")
-	if err := d.kinds.Convert(w, into, nil); !apierrors.IsInternalError(err) {
-		t.Errorf("Convert to another version: %v", err)
+	defer hook.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw})
+	for _, tc := range []struct {
+		name, url, wantErr string
+	}{
+		{name: "served", url: hook.URL + "/convert"},
+		{name: "unreachable", url: "https://127.0.0.1:1/convert", wantErr: "conversion webhook for stable.example.com/v1, Kind=Widget failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := testDefinition(t, newCRD(func(c *apiextensionsv1.CustomResourceDefinition) {
+				c.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+					Strategy: apiextensionsv1.WebhookConverter,
+					Webhook: &apiextensionsv1.WebhookConversion{
+						ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr.To(tc.url), CABundle: ca},
+						ConversionReviewVersions: []string{"v1"},
+					},
+				}
+			}))
+			w := mustUnstructured(t, `{"apiVersion":"stable.example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"size":"small"}}`)
+			if _, err := d.kinds.ConvertToVersion(w.DeepCopy(), schema.GroupVersion{Group: "stable.example.com", Version: "v1"}); err != nil {
+				t.Errorf("to its own version: %v", err)
+			}
+			got, err := d.kinds.ConvertToVersion(w, schema.GroupVersion{Group: "stable.example.com", Version: "v1beta1"})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("to another version: %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := got.(*unstructured.Unstructured)
+			if u.GetAPIVersion() != "stable.example.com/v1beta1" || u.GetAnnotations()["converted-by"] != "webhook" || u.Object["spec"].(map[string]interface{})["size"] != "small" {
+				t.Errorf("converted: %v, want the webhook's v1beta1 object", u.Object)
+			}
+		})
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apiserver/pkg/util/webhook"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -52,6 +53,11 @@ type Config struct {
 	// Log reports definitions that cannot be served; slog's default when
 	// nil.
 	Log *slog.Logger
+	// ServiceResolver finds a conversion webhook given as a Service, and
+	// AuthResolverWrapper the credentials to call one with; without a
+	// resolver only webhooks given by URL are reached.
+	ServiceResolver     webhook.ServiceResolver
+	AuthResolverWrapper webhook.AuthenticationInfoResolverWrapper
 }
 
 // Manager serves CustomResourceDefinitions and keeps the catalog's custom
@@ -101,8 +107,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Webhook conversions are not served: no service resolution is given.
-	converters, err := conversion.NewCRConverterFactory(nil, nil)
+	converters, err := conversion.NewCRConverterFactory(cfg.ServiceResolver, cfg.AuthResolverWrapper)
 	if err != nil {
 		return nil, err
 	}
