@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	basecompatibility "k8s.io/component-base/compatibility"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	controlplaneadmission "k8s.io/kubernetes/pkg/controlplane/apiserver/admission"
 	kubeadmission "k8s.io/kubernetes/pkg/kubeapiserver/admission"
 
