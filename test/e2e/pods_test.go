@@ -28,10 +28,11 @@ import (
 // local agent (real containerd) and busybox served by a registry on
 // 127.0.0.1.
 type podsEnv struct {
-	s     *framework.AgentServer
-	cs    kubernetes.Interface
-	node  string
-	image string // 127.0.0.1:<port>/busybox:1.36
+	s        *framework.AgentServer
+	cs       kubernetes.Interface
+	node     string
+	image    string               // 127.0.0.1:<port>/busybox:1.36
+	registry *testimages.Registry // image's, for images the tests build
 }
 
 // Deadlines of the pod tests: generous, as the machine is shared; none of
@@ -45,7 +46,8 @@ const (
 // server`, driven by the real kubectl: the seed's journey (with kubectl
 // 1.27 and 1.33), crash-loop back-off, image pull errors, liveness and
 // readiness probes, graceful deletion, pod networking and the service
-// account token volume side by side, each in a namespace of its own; then
+// account token volume, an admission webhook served by a pod side by side,
+// each in a namespace of its own; then
 // the restart-safety test kills the server (SIGKILL) and starts it again
 // on the same data dir.
 //
@@ -58,9 +60,9 @@ func TestPods(t *testing.T) {
 	for _, v := range kubectlVersions {
 		_, journeyImages[v] = testimages.NewTestRegistry(t)
 	}
-	_, image := testimages.NewTestRegistry(t)
+	registry, image := testimages.NewTestRegistry(t)
 	s := framework.StartAgentServer(t, framework.Options{})
-	e := &podsEnv{s: s, cs: s.Clientset(t), node: s.Node.Name, image: image}
+	e := &podsEnv{s: s, cs: s.Clientset(t), node: s.Node.Name, image: image, registry: registry}
 	t.Logf("node %s, pod CIDR %s, bridge %s; image %s", s.Node.Name, s.Node.PodCIDR, s.Node.Bridge, image)
 
 	// The pod that must survive the server's SIGKILL; started first so that
@@ -92,6 +94,7 @@ func TestPods(t *testing.T) {
 			{"images-import", e.testImagesImport},
 			{"dashboard", e.testDashboard},
 			{"run-attach", e.testRunAttach},
+			{"admission-webhook", e.testAdmissionWebhook},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
