@@ -109,6 +109,13 @@ func (ep *endpoint) takesSubpath() bool {
 // serveSubresource serves /<resource>/<name>/<subresource>.
 func (ep *endpoint) serveSubresource(w http.ResponseWriter, r *http.Request, info requestInfo) error {
 	if ep.sub.Connect != nil {
+		// pods/exec, attach and portforward go through connect admission
+		// first; pods/log, a read, does not.
+		if ep.isConnecter() {
+			if _, _, err := ep.admitConnect(r, info); err != nil {
+				return err
+			}
+		}
 		return ep.sub.Connect.Connect(w, r, info.Namespace, info.Name)
 	}
 	if ep.isConnecter() {

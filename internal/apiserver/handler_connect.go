@@ -22,9 +22,27 @@ func (ep *endpoint) isConnecter() bool {
 // below the subresource, for proxies), connect admission, then the
 // handler it returns.
 func (ep *endpoint) connect(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	connecter, opts, err := ep.admitConnect(r, info)
+	if err != nil {
+		return err
+	}
+	handler, err := connecter.Connect(r.Context(), info.Name, opts, &connectResponder{ep: ep, w: w, r: r})
+	if err != nil {
+		return err
+	}
+	handler.ServeHTTP(w, r)
+	return nil
+}
+
+// admitConnect reads a Connecter's options from the request (the query,
+// and the path below the subresource for proxies) and runs connect
+// admission on them, as kube-apiserver does before it opens a stream
+// (pods/exec, attach and portforward, which skiff's kubelet proxy serves,
+// and the proxies).
+func (ep *endpoint) admitConnect(r *http.Request, info requestInfo) (rest.Connecter, runtime.Object, error) {
 	connecter, ok := ep.rest.(rest.Connecter)
 	if !ok {
-		return methodNotSupported(r)
+		return nil, nil, methodNotSupported(r)
 	}
 	allowed := false
 	for _, m := range connecter.ConnectMethods() {
@@ -33,7 +51,7 @@ func (ep *endpoint) connect(w http.ResponseWriter, r *http.Request, info request
 		}
 	}
 	if !allowed {
-		return methodNotSupported(r)
+		return nil, nil, methodNotSupported(r)
 	}
 	ctx := r.Context()
 	opts, subpath, subpathKey := connecter.NewConnectOptions()
@@ -55,28 +73,23 @@ func (ep *endpoint) connect(w http.ResponseWriter, r *http.Request, info request
 			query = q
 		}
 		if err := legacyscheme.ParameterCodec.DecodeParameters(query, ep.res.GroupVersion, opts); err != nil {
-			return badRequest(err.Error())
+			return nil, nil, badRequest(err.Error())
 		}
 	}
 	if admit := ep.s.cfg.Admission; admit != nil && admit.Handles(admission.Connect) {
 		attrs := ep.admissionAttributes(ctx, opts, nil, info.Name, admission.Connect, nil, false)
 		if m, ok := admit.(admission.MutationInterface); ok {
 			if err := m.Admit(ctx, attrs, ep.objectInterfaces()); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
 		if v, ok := admit.(admission.ValidationInterface); ok {
 			if err := v.Validate(ctx, attrs, ep.objectInterfaces()); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
 	}
-	handler, err := connecter.Connect(ctx, info.Name, opts, &connectResponder{ep: ep, w: w, r: r})
-	if err != nil {
-		return err
-	}
-	handler.ServeHTTP(w, r)
-	return nil
+	return connecter, opts, nil
 }
 
 // connectResponder answers for a Connecter that fails or returns an

@@ -27,7 +27,7 @@ import (
 
 // admissionWebhook is a webhook server of the test's own: /mutate labels
 // every ConfigMap it is shown, /validate denies one with a "forbidden"
-// key; both record the requests. /convert is a conversion webhook: it sets
+// key; /deny denies whatever it is shown; they record the requests. /convert is a conversion webhook: it sets
 // the version asked for and annotates the object converted-to.
 type admissionWebhook struct {
 	*httptest.Server
@@ -52,6 +52,21 @@ func newAdmissionWebhook(t *testing.T) *admissionWebhook {
 		}
 		return &admissionv1.AdmissionResponse{Allowed: true}
 	}))
+	mux.HandleFunc("/deny", func(rw http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(rw, fmt.Sprintf("not an AdmissionReview: %v", err), http.StatusBadRequest)
+			return
+		}
+		w.mu.Lock()
+		w.requests = append(w.requests, *review.Request)
+		w.mu.Unlock()
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID,
+			Result: &metav1.Status{Message: fmt.Sprintf("%s of %s/%s is not allowed", review.Request.Operation, review.Request.Resource.Resource, review.Request.SubResource)}}
+		review.Request = nil
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(review)
+	})
 	mux.HandleFunc("/convert", convertWebhook)
 	w.Server = httptest.NewTLSServer(mux)
 	t.Cleanup(w.Close)
@@ -239,5 +254,56 @@ func TestAdmissionWebhooks(t *testing.T) {
 	}
 	if _, err := c.Client.CoreV1().ConfigMaps("plain").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("create under an unreachable Ignore webhook: %v, want it stored", err)
+	}
+}
+
+// TestAdmissionWebhookConnect: a webhook on CONNECT of pods/attach and
+// pods/exec is called before the stream is opened, and its denial is the
+// answer, as kube-apiserver's.
+func TestAdmissionWebhookConnect(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
+	ctx := ctxFor(t)
+	hook := newAdmissionWebhook(t)
+	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny-attach"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "deny-attach.skiff.test", ClientConfig: hook.clientConfig("/deny"),
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Connect},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/attach", "pods/exec"}},
+			}},
+			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"attach", "exec"} {
+		var err error
+		for i := 0; ; i++ {
+			req := c.Client.CoreV1().RESTClient().Post().Namespace("default").Resource("pods").Name("p").SubResource(sub).
+				Param("container", "c").Param("stdout", "true")
+			if sub == "exec" {
+				req = req.Param("command", "true")
+			}
+			err = req.Do(ctx).Error()
+			if strings.Contains(fmt.Sprint(err), "deny-attach.skiff.test") || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		want := `admission webhook "deny-attach.skiff.test" denied the request: CONNECT of pods/` + sub + ` is not allowed`
+		if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want 400 %q", sub, err, want)
+		}
+		req, ok := hook.requestFor("default", "p")
+		if !ok || req.SubResource != sub || req.Kind.Kind != map[string]string{"attach": "PodAttachOptions", "exec": "PodExecOptions"}[sub] {
+			t.Errorf("%s: the webhook was shown %+v", sub, req)
+		}
 	}
 }
