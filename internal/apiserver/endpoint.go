@@ -243,11 +243,16 @@ func (ep *endpoint) toHub(obj runtime.Object) (runtime.Object, error) {
 
 // fromStored converts a stored object (read from Resource.Stored) to the
 // served version. Objects kept in the served version are returned as
-// they are: they may be shared and must not be modified.
+// they are: they may be shared and must not be modified. A custom
+// resource says the version it is kept in, which is the definition's
+// storage version of when it was written: an earlier one is converted.
 func (ep *endpoint) fromStored(obj runtime.Object) (runtime.Object, error) {
 	st := ep.res.Stored
 	if st.Version == ep.gvk.GroupVersion() && !st.ConvertOnRead {
-		return obj, nil
+		u, ok := obj.(runtime.Unstructured)
+		if !ok || u.GetObjectKind().GroupVersionKind().GroupVersion() == st.Version {
+			return obj, nil
+		}
 	}
 	// The conversions may share memory with obj: the result is only read.
 	internal, err := ep.res.Kinds.ConvertToVersion(obj, ep.res.StoredHub())

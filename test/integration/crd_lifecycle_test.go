@@ -177,3 +177,67 @@ func TestCustomResourcesInDeletedNamespace(t *testing.T) {
 		t.Errorf("widgets of the deleted namespace: %v %v", list, err)
 	}
 }
+
+// TestCustomResourceStorageVersionChange: objects written before a
+// definition's storage version changed are kept in the earlier version
+// until rewritten, and every read converts them: a get or list through
+// the new storage version shows them in that version.
+func TestCustomResourceStorageVersionChange(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
+	ctx := ctxFor(t)
+	cl := newCRDClients(t, c)
+	crds := cl.crds.ApiextensionsV1().CustomResourceDefinitions()
+	crd, err := crds.Create(ctx, newWidgetCRD(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEstablished(ctx, t, cl, c, crd.Name, widgetsV1)
+	if _, err := cl.dynamic.Resource(widgetsV1).Namespace("default").Create(ctx, widget("old", map[string]interface{}{"size": "small"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// v1beta1 becomes the storage version.
+	if crd, err = crds.Get(ctx, crd.Name, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crd.Spec.Versions[0].Storage, crd.Spec.Versions[1].Storage = false, true
+	if _, err := crds.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nw := widget("new", map[string]interface{}{"size": "large"})
+	nw.SetAPIVersion("stable.example.com/v1beta1")
+	for {
+		_, err := cl.dynamic.Resource(widgetsV1beta1).Namespace("default").Create(ctx, nw, metav1.CreateOptions{})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create through v1beta1: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Wait for the new storage version to be served, then read both.
+	for {
+		got, err := cl.dynamic.Resource(widgetsV1beta1).Namespace("default").Get(ctx, "old", metav1.GetOptions{})
+		if err == nil && got.GetAPIVersion() == "stable.example.com/v1beta1" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("get of the object kept in v1, through v1beta1 (now the storage version): %v %v", got, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, gvr := range []schema.GroupVersionResource{widgetsV1, widgetsV1beta1} {
+		list, err := cl.dynamic.Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range list.Items {
+			if it.GetAPIVersion() != gvr.GroupVersion().String() {
+				t.Errorf("list through %s: %s is %s", gvr.Version, it.GetName(), it.GetAPIVersion())
+			}
+		}
+		if len(list.Items) != 2 {
+			t.Errorf("list through %s: %d items, want 2", gvr.Version, len(list.Items))
+		}
+	}
+}
