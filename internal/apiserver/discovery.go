@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -42,11 +43,13 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	case len(parts) == 1 && parts[0] == "apis":
 		if v := aggregatedVersion(r); v != "" {
-			s.writeAggregated(w, v, aggregatedDiscovery(all, false))
+			list := aggregatedDiscovery(all, false)
+			list.Items = mergeGroups(list.Items, s.aggregatedGroups())
+			s.writeAggregated(w, v, list)
 			return true
 		}
 		list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}}
-		for _, g := range groups(all) {
+		for _, g := range s.groups(all) {
 			if g.Name != "" {
 				list.Groups = append(list.Groups, g)
 			}
@@ -54,7 +57,7 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 		s.writeObject(w, r, http.StatusOK, list)
 		return true
 	case len(parts) == 2 && parts[0] == "apis":
-		for _, g := range groups(all) {
+		for _, g := range s.groups(all) {
 			if g.Name == parts[1] && g.Name != "" {
 				g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
 				s.writeObject(w, r, http.StatusOK, &g)
@@ -74,8 +77,62 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// groups lists the groups served, each with its versions from the
-// preferred one.
+// aggregatedGroups are the groups other servers serve, from the
+// aggregated APIs; nil when there are none.
+func (s *Server) aggregatedGroups() []apidiscoveryv2.APIGroupDiscovery {
+	if s.cfg.Aggregated == nil {
+		return nil
+	}
+	return s.cfg.Aggregated.Discovery()
+}
+
+// groups lists the groups served here and by other servers, each with its
+// versions from the preferred one.
+func (s *Server) groups(all []*registry.Resource) []metav1.APIGroup {
+	out := groups(all)
+	for _, g := range mergeGroups(nil, s.aggregatedGroups()) {
+		legacy := metav1.APIGroup{Name: g.Name}
+		for _, v := range g.Versions {
+			legacy.Versions = append(legacy.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g.Name + "/" + v.Version, Version: v.Version})
+		}
+		if len(legacy.Versions) == 0 {
+			continue
+		}
+		legacy.PreferredVersion = legacy.Versions[0]
+		i := slices.IndexFunc(out, func(have metav1.APIGroup) bool { return have.Name == g.Name })
+		if i < 0 {
+			out = append(out, legacy)
+			continue
+		}
+		for _, v := range legacy.Versions {
+			if !slices.ContainsFunc(out[i].Versions, func(have metav1.GroupVersionForDiscovery) bool { return have.Version == v.Version }) {
+				out[i].Versions = append(out[i].Versions, v)
+			}
+		}
+	}
+	return out
+}
+
+// mergeGroups adds remote's groups to local: a group local has gets the
+// versions it lacks, after its own; any other group goes after local's.
+func mergeGroups(local, remote []apidiscoveryv2.APIGroupDiscovery) []apidiscoveryv2.APIGroupDiscovery {
+	for _, g := range remote {
+		i := slices.IndexFunc(local, func(have apidiscoveryv2.APIGroupDiscovery) bool { return have.Name == g.Name })
+		if i < 0 {
+			local = append(local, g)
+			continue
+		}
+		for _, v := range g.Versions {
+			if !slices.ContainsFunc(local[i].Versions, func(have apidiscoveryv2.APIVersionDiscovery) bool { return have.Version == v.Version }) {
+				local[i].Versions = append(local[i].Versions, v)
+			}
+		}
+	}
+	return local
+}
+
+// groups lists the groups of the resources served, each with its
+// versions from the preferred one.
 func groups(all []*registry.Resource) []metav1.APIGroup {
 	var out []metav1.APIGroup
 	index := map[string]int{}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -82,6 +83,21 @@ type Config struct {
 	// Journey records each pod create's first two steps (accepted by
 	// whom; stored at which revision); nil records nothing.
 	Journey *journey.Recorder
+	// Aggregated are the group versions other API servers serve
+	// (APIServices of a Service), proxied to them and merged into
+	// discovery; nil proxies nothing. SetAggregated sets it after the
+	// server is built.
+	Aggregated AggregatedAPIs
+}
+
+// AggregatedAPIs are the group versions other API servers serve.
+type AggregatedAPIs interface {
+	// Proxy returns the handler of gv's requests, or nil when gv is not
+	// another server's. It takes the caller from the request's context,
+	// after the server has authorized the request.
+	Proxy(gv schema.GroupVersion) http.Handler
+	// Discovery returns those servers' groups, by group priority.
+	Discovery() []apidiscoveryv2.APIGroupDiscovery
 }
 
 // Server is the API server's HTTP handler.
@@ -139,6 +155,12 @@ func (s *Server) SetAuthorizer(a authorizer.Authorizer) {
 func (s *Server) SetAdmission(a admission.Interface) {
 	s.cfg.Admission = a
 	s.admission = withManagedFieldsCheck(a)
+}
+
+// SetAggregated sets the aggregated APIs; it must be called before the
+// server takes requests other than in-process ones.
+func (s *Server) SetAggregated(a AggregatedAPIs) {
+	s.cfg.Aggregated = a
 }
 
 // Run reports the server ready and waits until ctx ends.
@@ -225,6 +247,14 @@ func (s *Server) serveAuthenticated(w http.ResponseWriter, r *http.Request, info
 		s.cfg.OpenAPI.ServeHTTP(w, r)
 		return
 	}
+	if s.cfg.Aggregated != nil {
+		if gv, ok := apisGroupVersion(path); ok {
+			if proxy := s.cfg.Aggregated.Proxy(gv); proxy != nil {
+				proxy.ServeHTTP(w, r)
+				return
+			}
+		}
+	}
 	if !info.IsResource {
 		if s.serveDiscovery(w, r) {
 			return
@@ -276,6 +306,24 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte("ok"))
+}
+
+// apisGroupVersion returns the group version of a path under
+// /apis/<group>/<version>.
+func apisGroupVersion(path string) (schema.GroupVersion, bool) {
+	rest, ok := strings.CutPrefix(path, "/apis/")
+	if !ok {
+		return schema.GroupVersion{}, false
+	}
+	group, rest, ok := strings.Cut(rest, "/")
+	if !ok || group == "" {
+		return schema.GroupVersion{}, false
+	}
+	version, _, _ := strings.Cut(rest, "/")
+	if version == "" {
+		return schema.GroupVersion{}, false
+	}
+	return schema.GroupVersion{Group: group, Version: version}, true
 }
 
 type userKey struct{}

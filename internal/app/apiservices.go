@@ -4,50 +4,107 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	apiregistrationclientset "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+	"k8s.io/kubernetes/pkg/controlplane/controller/clusterauthenticationtrust"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/aggregation"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/controller/aggregator"
+	"github.com/skiff-sh/skiff/internal/pki"
 )
 
 // newAPIServices builds kube-apiserver's APIService controllers over rc:
 // an APIService for each of builtins' group versions kube-apiserver gives
 // one (what the server serves from its start), one for each served
-// version of each CustomResourceDefinition, and their availability.
-func newAPIServices(rc *rest.Config, builtins []*registry.Resource) (*aggregator.Controller, error) {
+// version of each CustomResourceDefinition, and their availability; and
+// the aggregator that proxies the APIServices of a Service, found through
+// services, presenting the front proxy's client pair of keys.
+func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services aggregation.ServiceResolver, keys *pki.ServerPKI) (*aggregator.Controller, *aggregation.Aggregator, error) {
+	proxyCert, err := os.ReadFile(keys.ProxyClientCertFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("apiservices: %w", err)
+	}
+	proxyKey, err := os.ReadFile(keys.ProxyClientKeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("apiservices: %w", err)
+	}
 	// kube-apiserver's loopback client's limits: the APIServices of the
 	// start (two writes each) go out at once.
 	rc = rest.CopyConfig(rc)
 	rc.QPS, rc.Burst = 50, 100
 	reg, err := apiregistrationclientset.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	crds, err := apiextensionsclientset.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := aggregator.New(aggregator.Config{
 		APIRegistration: reg,
 		APIExtensions:   crds,
 		Informers:       informers.NewSharedInformerFactory(cs, 0),
 		GroupVersions:   groupVersions(builtins),
+		Services:        services,
+		ProxyClientCert: proxyCert,
+		ProxyClientKey:  proxyKey,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("apiservices: %w", err)
+		return nil, nil, fmt.Errorf("apiservices: %w", err)
 	}
-	return c, nil
+	proxy, err := aggregation.New(aggregation.Config{
+		APIServices:     c.APIServices(),
+		Services:        services,
+		ProxyClientCert: proxyCert,
+		ProxyClientKey:  proxyKey,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("apiservices: %w", err)
+	}
+	return c, proxy, nil
+}
+
+// runAuthenticationTrust keeps kube-system's
+// extension-apiserver-authentication ConfigMap, which tells aggregated API
+// servers whom to trust (kube-apiserver's controller): clients signed by
+// the cluster's CA, and the front proxy's user headers when its client
+// certificate, signed by the front proxy's CA, is presented.
+func runAuthenticationTrust(ctx context.Context, cs kubernetes.Interface, keys *pki.ServerPKI) error {
+	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", keys.CA.CertPEM)
+	if err != nil {
+		return fmt.Errorf("authentication trust: %w", err)
+	}
+	frontProxyCA, err := dynamiccertificates.NewStaticCAContent("request-header", keys.FrontProxyCA.CertPEM)
+	if err != nil {
+		return fmt.Errorf("authentication trust: %w", err)
+	}
+	static := func(s ...string) headerrequest.StringSliceProvider { return headerrequest.StaticStringSlice(s) }
+	clusterauthenticationtrust.NewClusterAuthenticationTrustController(clusterauthenticationtrust.ClusterAuthenticationInfo{
+		ClientCA: clientCA,
+		// The headers client-go's auth proxy round tripper sets, which
+		// the aggregator's proxy uses.
+		RequestHeaderUsernameHeaders:     static("X-Remote-User"),
+		RequestHeaderUIDHeaders:          static("X-Remote-Uid"),
+		RequestHeaderGroupHeaders:        static("X-Remote-Group"),
+		RequestHeaderExtraHeaderPrefixes: static("X-Remote-Extra-"),
+		RequestHeaderAllowedNames:        static(pki.FrontProxyClientName),
+		RequestHeaderCA:                  frontProxyCA,
+	}, cs).Run(ctx, 1)
+	return nil
 }
 
 // groupVersions are the group versions of resources, in their order.

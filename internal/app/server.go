@@ -378,10 +378,11 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return err
 	}
-	apiServices, err := newAPIServices(loopback, slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}))
+	apiServices, aggregated, err := newAPIServices(loopback, slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}), services, keys)
 	if err != nil {
 		return err
 	}
+	api.SetAggregated(aggregated)
 	openAPI, err := openapi.New(catalog)
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
@@ -420,6 +421,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	g.Go(func() error { return crds.Run(gctx, loopback) })
 	g.Go(func() error {
 		apiServices.Run(gctx)
+		return nil
+	})
+	g.Go(func() error {
+		aggregated.Run(gctx)
 		return nil
 	})
 	if !cfg.NoHugePages {
@@ -503,6 +508,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			runServingCSRApprover(gctx, cs)
 			return nil
 		})
+		g.Go(func() error { return runAuthenticationTrust(gctx, cs, keys) })
 		// kube-apiserver's legacy token tracking: the kube-system ConfigMap
 		// that dates when legacy service account tokens began to be
 		// tracked, which kube-controller-manager's

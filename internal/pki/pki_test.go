@@ -125,6 +125,26 @@ func TestEnsureServerPKIFreshDir(t *testing.T) {
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Errorf("admin certificate does not verify as a client certificate: %v", err)
 	}
+	frontProxyDir := filepath.Join(pkiDir, "front-proxy")
+	if got := len(readFiles(t, frontProxyDir)); got != 4 {
+		t.Errorf("front proxy dir holds %d files, want 4 (its CA and client pairs)", got)
+	}
+	proxyClient := loadCert(t, p.ProxyClientCertFile)
+	if name, _ := UserFromCert(proxyClient); name != "front-proxy-client" {
+		t.Errorf("front proxy client certificate names %q", name)
+	}
+	clientAuth := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	if _, err := proxyClient.Verify(x509.VerifyOptions{Roots: p.FrontProxyCA.Pool(), KeyUsages: clientAuth}); err != nil {
+		t.Errorf("front proxy client certificate does not verify against its CA: %v", err)
+	}
+	// The cluster's clients may not pass for the front proxy, nor the
+	// front proxy for a cluster client.
+	if _, err := proxyClient.Verify(x509.VerifyOptions{Roots: p.ClientCAPool(), KeyUsages: clientAuth}); err == nil {
+		t.Error("front proxy client certificate verifies against the cluster CA")
+	}
+	if _, err := admin.Verify(x509.VerifyOptions{Roots: p.FrontProxyCA.Pool(), KeyUsages: clientAuth}); err == nil {
+		t.Error("admin certificate verifies against the front proxy CA")
+	}
 }
 
 func TestEnsureServerPKIReusesEverything(t *testing.T) {

@@ -27,6 +27,15 @@ const (
 	AdminGroup = "system:masters"
 	// KubeconfigFileName is the admin kubeconfig's name under the data dir.
 	KubeconfigFileName = "kubeconfig.yaml"
+	// FrontProxyDirName is the directory, under PKIDirName, of the front
+	// proxy's own CA and of the client certificate the server presents to
+	// aggregated API servers (kube-apiserver's --requestheader-client-ca-file
+	// and --proxy-client-cert-file).
+	FrontProxyDirName = "front-proxy"
+	// FrontProxyClientName is that certificate's file base and common name,
+	// the one name aggregated API servers are told to trust
+	// (--requestheader-allowed-names).
+	FrontProxyClientName = "front-proxy-client"
 )
 
 // ServerPKI is the key material of a skiff server: its CA, the API server's serving
@@ -43,14 +52,23 @@ type ServerPKI struct {
 	// ServiceAccountKey signs service account tokens (see
 	// EnsureServiceAccountKey). Callers must not modify it.
 	ServiceAccountKey crypto.Signer
+	// FrontProxyCA signs only the front proxy's client certificate, so that
+	// an aggregated API server trusts the user headers of that one client
+	// and of no other certificate of CA.
+	FrontProxyCA *CA
+	// ProxyClientCertFile and ProxyClientKeyFile are the front proxy's
+	// client pair (CN=FrontProxyClientName), presented to aggregated API
+	// servers.
+	ProxyClientCertFile, ProxyClientKeyFile string
 }
 
 // EnsureServerPKI creates or reuses everything a server needs under dataDir/pki (mode
 // 0700): the CA (see EnsureCA for when that fails), the serving certificate
 // ServingCertName for the default names plus extraHosts (see EnsureServingCert; pass the
 // service IP, e.g. 10.43.0.1, and the bind address) and the admin client certificate
-// (CN=skiff-admin, O=system:masters), and the service account signing key
-// (EnsureServiceAccountKey). It writes no kubeconfig; see WriteAdminKubeconfig.
+// (CN=skiff-admin, O=system:masters), the service account signing key
+// (EnsureServiceAccountKey), and the front proxy's CA and client certificate
+// under FrontProxyDirName. It writes no kubeconfig; see WriteAdminKubeconfig.
 func EnsureServerPKI(dataDir string, extraHosts []string) (*ServerPKI, error) {
 	dir := filepath.Join(dataDir, PKIDirName)
 	if err := ensureDir(dir); err != nil {
@@ -71,6 +89,14 @@ func EnsureServerPKI(dataDir string, extraHosts []string) (*ServerPKI, error) {
 	}
 	if p.ServiceAccountKey, err = EnsureServiceAccountKey(dir); err != nil {
 		return nil, fmt.Errorf("server PKI: %w", err)
+	}
+	frontProxyDir := filepath.Join(dir, FrontProxyDirName)
+	if p.FrontProxyCA, err = EnsureCA(frontProxyDir); err != nil {
+		return nil, fmt.Errorf("server PKI: front proxy: %w", err)
+	}
+	p.ProxyClientCertFile, p.ProxyClientKeyFile, err = p.FrontProxyCA.EnsureClientCert(frontProxyDir, FrontProxyClientName, FrontProxyClientName, nil)
+	if err != nil {
+		return nil, fmt.Errorf("server PKI: front proxy client certificate: %w", err)
 	}
 	return p, nil
 }

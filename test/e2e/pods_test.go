@@ -102,6 +102,7 @@ func TestPods(t *testing.T) {
 			})
 		}
 	})
+	t.Run("aggregated-api", e.testAggregatedAPI)
 	t.Run("restart-safety", e.testRestartSafety)
 }
 

@@ -34,74 +34,7 @@ func (e *podsEnv) testAdmissionWebhook(t *testing.T) {
 	k := newKubectl(t, e.s.Server, "1.33")
 	e.namespace(t, k, ns)
 
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "admissionwebhook")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/admissionwebhook")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build the webhook: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := ociimage.Build(ociimage.Spec{Arch: runtime.GOARCH, Gzip: true, Cmd: []string{"/admissionwebhook"},
-		Files: []ociimage.File{{Path: "admissionwebhook", Mode: 0o755, Data: data}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	image, err := e.registry.Push(ctx, "admissionwebhook", "e2e", img)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	ca, err := pki.EnsureCA(filepath.Join(dir, "ca"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile, err := ca.EnsureServingCert(filepath.Join(dir, "serving"), "webhook", []string{"wh." + ns + ".svc"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.expect("secret/wh-certs created", "create", "secret", "tls", "wh-certs", "-n", ns, "--cert", certFile, "--key", keyFile)
-
-	labels := map[string]string{"app": "wh"}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "wh", Labels: labels},
-		Spec: corev1.PodSpec{
-			NodeName: e.node,
-			Containers: []corev1.Container{{
-				Name: "webhook", Image: image,
-				Ports:        []corev1.ContainerPort{{ContainerPort: 8443}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/certs", ReadOnly: true}},
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-					Path: "/healthz", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 1},
-			}},
-			Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "wh-certs"}}}},
-		},
-	}
-	if _, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "wh"},
-		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	framework.WaitFor(t, 2*time.Minute, "the webhook pod ready", func() (bool, error) {
-		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, "wh", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, fmt.Errorf("phase %s, containers %+v", p.Status.Phase, p.Status.ContainerStatuses)
-	})
-	waitEndpoints(t, e.cs, ns, "wh", 1)
+	ca := e.podBehindService(t, k, ns, "wh", "admissionwebhook", nil, nil)
 
 	configs := e.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	if _, err := configs.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
@@ -143,4 +76,84 @@ func (e *podsEnv) testAdmissionWebhook(t *testing.T) {
 		return strings.TrimSpace(stderr) == want, fmt.Errorf("stdout %q stderr %q", stdout, stderr)
 	})
 	k.expect("configmap/good created", "create", "configmap", "good", "-n", ns, "--from-literal=allowed=1")
+}
+
+// podBehindService runs testdata/<program>, built here into an image of
+// one static binary, as pod name in ns, serving TLS on 8443 with a pair
+// for <name>.<ns>.svc mounted at /certs (and volumes at mounts), behind
+// Service name on port 443, as operators deploy webhooks and extension
+// API servers; it returns once the pod is ready and the Service has its
+// endpoint, with the CA that signed the pair.
+func (e *podsEnv) podBehindService(t *testing.T, k kubectl, ns, name, program string, volumes []corev1.Volume, mounts []corev1.VolumeMount) *pki.CA {
+	t.Helper()
+	ctx := framework.Context(t, 4*time.Minute)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, program)
+	build := exec.Command("go", "build", "-o", bin, "./testdata/"+program)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", program, err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := ociimage.Build(ociimage.Spec{Arch: runtime.GOARCH, Gzip: true, Cmd: []string{"/" + program},
+		Files: []ociimage.File{{Path: program, Mode: 0o755, Data: data}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := e.registry.Push(ctx, program, "e2e", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ca, err := pki.EnsureCA(filepath.Join(dir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := ca.EnsureServingCert(filepath.Join(dir, "serving"), program, []string{name + "." + ns + ".svc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.expect("secret/"+name+"-certs created", "create", "secret", "tls", name+"-certs", "-n", ns, "--cert", certFile, "--key", keyFile)
+
+	labels := map[string]string{"app": name}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PodSpec{
+			NodeName: e.node,
+			Containers: []corev1.Container{{
+				Name: program, Image: image,
+				Ports:        []corev1.ContainerPort{{ContainerPort: 8443}},
+				VolumeMounts: append([]corev1.VolumeMount{{Name: "certs", MountPath: "/certs", ReadOnly: true}}, mounts...),
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Path: "/healthz", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 1},
+			}},
+			Volumes: append([]corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name + "-certs"}}}}, volumes...),
+		},
+	}
+	if _, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitFor(t, 2*time.Minute, "pod "+name+" ready", func() (bool, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("phase %s, containers %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	waitEndpoints(t, e.cs, ns, name, 1)
+	return ca
 }

@@ -13,8 +13,10 @@ import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
@@ -31,8 +33,10 @@ import (
 // served gets a local APIService, Available from the start (the server is
 // ready only then), listed by `kubectl get apiservices` with upstream's
 // columns; a CustomResourceDefinition's served versions get theirs while
-// it lasts; an APIService of a Service is not Available, and says why;
-// aggregated discovery lists apiservices and their status.
+// it lasts; an APIService of a Service without a ready endpoint is not
+// Available, says why, is listed Stale and answers 503; aggregated
+// discovery lists apiservices and their status; aggregated API servers
+// find whom to trust in extension-apiserver-authentication.
 func TestAPIServices(t *testing.T) {
 	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
 	ctx := ctxFor(t)
@@ -109,7 +113,9 @@ func TestAPIServices(t *testing.T) {
 	waitAPIServices(ctx, t, reg, builtins)
 
 	// A user's APIService of a Service: not Available while the Service
-	// is missing, nor once it has endpoints (skiff does not proxy).
+	// is missing, nor while it has no ready endpoint. (Proxying to a
+	// server that answers is TestPods/side-by-side/aggregated-api's, with
+	// a pod behind the Service.)
 	user := &apiregistrationv1.APIService{
 		ObjectMeta: metav1.ObjectMeta{Name: "v1beta1.metrics.k8s.io"},
 		Spec: apiregistrationv1.APIServiceSpec{
@@ -149,16 +155,16 @@ func TestAPIServices(t *testing.T) {
 			Labels: map[string]string{discoveryv1.LabelServiceName: "metrics-server"},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		// No request is sent to it: skiff does not proxy.
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.42.0.10"}}},
+		// Not ready: no request is sent to it.
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.42.0.10"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}},
 		Ports:     []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To[int32](4443)}},
 	}
 	if _, err := c.Client.DiscoveryV1().EndpointSlices("kube-system").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitAPIServices(ctx, t, reg, withUser(apiServiceCondition{
-		status: apiregistrationv1.ConditionFalse, reason: "FailedDiscoveryCheck",
-		message: "skiff does not proxy to aggregated API servers",
+		status: apiregistrationv1.ConditionFalse, reason: "MissingEndpoints",
+		message: `endpointslices for service/metrics-server in "kube-system" have no addresses with port name "https"`,
 	}))
 
 	// Aggregated discovery (what the AggregatedDiscovery conformance spec
@@ -193,6 +199,73 @@ func TestAPIServices(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("aggregated discovery lists no apiregistration.k8s.io/v1 apiservices")
+	}
+	// The user's group is listed, Stale while its server cannot be asked,
+	// as kube-aggregator lists it; and in the legacy group list.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		raw, err := c.Client.Discovery().RESTClient().Get().AbsPath("/apis").
+			SetHeader("Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList").DoRaw(ctx)
+		if err != nil {
+			return false, err
+		}
+		var agg apidiscoveryv2.APIGroupDiscoveryList
+		if err := json.Unmarshal(raw, &agg); err != nil {
+			return false, err
+		}
+		for _, g := range agg.Items {
+			if g.Name == "metrics.k8s.io" {
+				return len(g.Versions) == 1 && g.Versions[0].Version == "v1beta1" && g.Versions[0].Freshness == apidiscoveryv2.DiscoveryFreshnessStale, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("aggregated discovery does not list metrics.k8s.io/v1beta1 as Stale: %v", err)
+	}
+	// (client-go's ServerGroups would read the aggregated document, and
+	// drop the Stale version: the legacy one is read here.)
+	raw, err = c.Client.Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", "application/json").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups = &metav1.APIGroupList{}
+	if err := json.Unmarshal(raw, groups); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(groups.Groups, func(g metav1.APIGroup) bool {
+		return g.Name == "metrics.k8s.io" && g.PreferredVersion.GroupVersion == "metrics.k8s.io/v1beta1"
+	}) {
+		t.Errorf("/apis does not list metrics.k8s.io: %+v", groups.Groups)
+	}
+	// Its requests get kube-aggregator's 503 while it is not Available.
+	err = c.Client.Discovery().RESTClient().Get().AbsPath("/apis/metrics.k8s.io/v1beta1/nodes").Do(ctx).Error()
+	if !apierrors.IsServiceUnavailable(err) {
+		t.Errorf("a request to an unavailable APIService: %v, want 503", err)
+	}
+
+	// Aggregated API servers learn whom to trust from this ConfigMap:
+	// clients of the cluster's CA, and the front proxy's user headers.
+	var trust *corev1.ConfigMap
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		trust, err = c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no kube-system/extension-apiserver-authentication: %v", err)
+	}
+	for key, want := range map[string]string{
+		"requestheader-username-headers":     `["X-Remote-User"]`,
+		"requestheader-group-headers":        `["X-Remote-Group"]`,
+		"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+		"requestheader-allowed-names":        `["front-proxy-client"]`,
+	} {
+		if got := trust.Data[key]; got != want {
+			t.Errorf("extension-apiserver-authentication %s = %q, want %q", key, got, want)
+		}
+	}
+	if !strings.Contains(trust.Data["client-ca-file"], "BEGIN CERTIFICATE") || !strings.Contains(trust.Data["requestheader-client-ca-file"], "BEGIN CERTIFICATE") ||
+		trust.Data["client-ca-file"] == trust.Data["requestheader-client-ca-file"] {
+		t.Errorf("extension-apiserver-authentication: the client CA and the front proxy's CA must be two certificates: %v", trust.Data)
 	}
 }
 

@@ -48,6 +48,14 @@ type Config struct {
 	// Workers is the number of workers of each controller; 5 (as
 	// kube-apiserver) when zero.
 	Workers int
+	// Services resolves an APIService's Service to the address its
+	// discovery is checked at; nil leaves every APIService of a Service
+	// unavailable (FailedDiscoveryCheck).
+	Services remoteavailability.ServiceResolver
+	// ProxyClientCert and ProxyClientKey (PEM) are the front proxy's
+	// client pair, presented on the discovery check as on every proxied
+	// request.
+	ProxyClientCert, ProxyClientKey []byte
 	// Log reports what is skipped; slog's default when nil.
 	Log *slog.Logger
 }
@@ -117,9 +125,15 @@ func New(cfg Config) (*Controller, error) {
 	if c.local, err = localavailability.New(apiServices, client, metrics); err != nil {
 		return nil, fmt.Errorf("local availability controller: %w", err)
 	}
+	var services remoteavailability.ServiceResolver = notProxied{}
+	var certKey func() ([]byte, []byte)
+	if cfg.Services != nil {
+		services = cfg.Services
+		certKey = func() ([]byte, []byte) { return cfg.ProxyClientCert, cfg.ProxyClientKey }
+	}
 	c.remote, err = remoteavailability.New(apiServices,
 		cfg.Informers.Core().V1().Services(), cfg.Informers.Discovery().V1().EndpointSlices(),
-		client, nil, nil, notProxied{}, metrics)
+		client, nil, certKey, services, metrics)
 	if err != nil {
 		return nil, fmt.Errorf("remote availability controller: %w", err)
 	}
@@ -183,6 +197,12 @@ func (c *Controller) observe(svc *apiregistrationv1.APIService) {
 	if len(c.pending) == 0 {
 		close(c.registered)
 	}
+}
+
+// APIServices is the informer of the APIServices the controllers read;
+// Run starts it.
+func (c *Controller) APIServices() cache.SharedIndexInformer {
+	return c.apiServices.Apiregistration().V1().APIServices().Informer()
 }
 
 // Registered is closed once every APIService registered on start exists
@@ -252,12 +272,11 @@ func (c *Controller) Run(ctx context.Context) {
 	c.cfg.Informers.Shutdown()
 }
 
-// notProxied is the remote availability controller's ServiceResolver: the
-// controller checks an APIService's Service, port and endpoints as
-// kube-aggregator does, then resolves where to send its discovery check;
-// skiff does not proxy requests to aggregated API servers, so the check
-// fails with this error (Available=False, FailedDiscoveryCheck) instead
-// of reaching a server whose API would still not be served.
+// notProxied is the remote availability controller's ServiceResolver
+// when Config has none: the controller checks an APIService's Service,
+// port and endpoints as kube-aggregator does, then resolves where to send
+// its discovery check, which fails with this error (Available=False,
+// FailedDiscoveryCheck).
 type notProxied struct{}
 
 // ResolveEndpoint implements remoteavailability.ServiceResolver.

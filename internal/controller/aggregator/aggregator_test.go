@@ -155,7 +155,7 @@ func TestController(t *testing.T) {
 			},
 		},
 		{
-			name:       "an APIService of a Service with endpoints is not proxied to",
+			name:       "without a resolver, an APIService of a Service with endpoints fails its discovery check",
 			apiService: []runtime.Object{newAPIService("v1.metrics.example.org", &apiregistrationv1.ServiceReference{Namespace: "kube-system", Name: "metrics", Port: ptr.To[int32](443)})},
 			objects:    []runtime.Object{newService("kube-system", "metrics", 443), newEndpointSlice("kube-system", "metrics", 443)},
 			want: map[string]condition{

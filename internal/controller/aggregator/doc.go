@@ -3,6 +3,6 @@
 // served, kept from the start, and one for each served version of each
 // CustomResourceDefinition, kept while the definition lasts) and
 // kube-aggregator's availability controllers (local APIServices Available;
-// APIServices of a Service checked, and reported unavailable since skiff
-// does not proxy requests to aggregated API servers).
+// APIServices of a Service Available once their server answers discovery
+// at one of the Service's ready endpoints).
 package aggregator

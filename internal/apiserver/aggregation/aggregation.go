@@ -1,0 +1,251 @@
+package aggregation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	apiserverproxy "k8s.io/apiserver/pkg/util/proxy"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/transport"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationv1helper "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
+	remoteavailability "k8s.io/kube-aggregator/pkg/controllers/status/remote"
+	"k8s.io/streaming/pkg/httpstream"
+)
+
+// ServiceResolver finds where a Service is served: one of its ready
+// endpoints (kube-apiserver's --enable-aggregator-routing).
+type ServiceResolver interface {
+	ResolveEndpoint(namespace, name string, port int32) (*url.URL, error)
+}
+
+// Config is what the aggregator needs.
+type Config struct {
+	// APIServices is an informer of the APIServices; its owner starts it.
+	APIServices cache.SharedIndexInformer
+	// Services resolves an APIService's Service to an address.
+	Services ServiceResolver
+	// ProxyClientCert and ProxyClientKey (PEM) are the front proxy's
+	// client pair, presented to the servers behind.
+	ProxyClientCert, ProxyClientKey []byte
+	// Log reports what cannot be proxied; slog's default when nil.
+	Log *slog.Logger
+}
+
+// Aggregator proxies the group versions of APIServices of a Service and
+// gathers their discovery.
+type Aggregator struct {
+	cfg Config
+	// proxies holds a *serviceProxy per proxied schema.GroupVersion;
+	// count is their number, so that a server with none spends nothing
+	// on each request.
+	proxies   sync.Map
+	count     atomic.Int64
+	discovery aggregatorapiserver.DiscoveryAggregationController
+	remote    *remoteGroups
+	// dial is shared by every proxy's transport, as kube-aggregator's.
+	dial *transport.DialHolder
+}
+
+// New builds the aggregator and registers its handlers on the informer.
+func New(cfg Config) (*Aggregator, error) {
+	if cfg.APIServices == nil || cfg.Services == nil {
+		return nil, errors.New("aggregation: APIServices and Services are required")
+	}
+	if len(cfg.ProxyClientCert) == 0 || len(cfg.ProxyClientKey) == 0 {
+		return nil, errors.New("aggregation: the front proxy's client certificate is required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	a := &Aggregator{
+		cfg:    cfg,
+		remote: newRemoteGroups(),
+		dial:   &transport.DialHolder{Dial: defaultDialer.DialContext},
+	}
+	a.discovery = aggregatorapiserver.NewDiscoveryManager(a.remote)
+	_, err := cfg.APIServices.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { a.update(obj) },
+		UpdateFunc: func(_, obj interface{}) { a.update(obj) },
+		DeleteFunc: a.delete,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("aggregation: %w", err)
+	}
+	return a, nil
+}
+
+// Run gathers discovery until ctx ends.
+func (a *Aggregator) Run(ctx context.Context) {
+	a.discovery.Run(ctx.Done(), nil)
+}
+
+// Proxy returns the handler of gv's requests, or nil when no APIService of
+// a Service serves gv. The handler takes the caller from the request's
+// context (genericapirequest.WithUser).
+func (a *Aggregator) Proxy(gv schema.GroupVersion) http.Handler {
+	if a.count.Load() == 0 {
+		return nil
+	}
+	p, ok := a.proxies.Load(gv)
+	if !ok {
+		return nil
+	}
+	return p.(*serviceProxy)
+}
+
+// Discovery returns the aggregated discovery of the groups other servers
+// serve, by group priority; a version whose server could not be asked is
+// listed Stale with no resources.
+func (a *Aggregator) Discovery() []apidiscoveryv2.APIGroupDiscovery {
+	if a.count.Load() == 0 {
+		return nil
+	}
+	return a.remote.groups()
+}
+
+func (a *Aggregator) update(obj interface{}) {
+	svc, ok := obj.(*apiregistrationv1.APIService)
+	if !ok {
+		return
+	}
+	gv := schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}
+	if svc.Spec.Service == nil {
+		// Served here: a proxy left from when it was not goes.
+		if _, loaded := a.proxies.LoadAndDelete(gv); loaded {
+			a.count.Add(-1)
+			a.discovery.RemoveAPIService(svc.Name)
+		}
+		return
+	}
+	target := a.targetOf(svc)
+	p, loaded := a.proxies.LoadOrStore(gv, &serviceProxy{log: a.cfg.Log, services: a.cfg.Services})
+	if !loaded {
+		a.count.Add(1)
+	}
+	p.(*serviceProxy).target.Store(target)
+	// Each change (becoming Available, above all) asks the server for its
+	// discovery again, as kube-aggregator's registration controller does.
+	a.discovery.AddAPIService(svc, p.(*serviceProxy))
+}
+
+func (a *Aggregator) delete(obj interface{}) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	svc, ok := obj.(*apiregistrationv1.APIService)
+	if !ok {
+		return
+	}
+	gv := schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}
+	if _, loaded := a.proxies.LoadAndDelete(gv); loaded {
+		a.count.Add(-1)
+	}
+	a.discovery.RemoveAPIService(svc.Name)
+}
+
+// targetOf is where svc's requests go and how.
+func (a *Aggregator) targetOf(svc *apiregistrationv1.APIService) *proxyTarget {
+	t := &proxyTarget{
+		name:      svc.Name,
+		service:   svc.Spec.Service.Name,
+		namespace: svc.Spec.Service.Namespace,
+		port:      443,
+		available: apiregistrationv1helper.IsAPIServiceConditionTrue(svc, apiregistrationv1.Available),
+	}
+	if svc.Spec.Service.Port != nil {
+		t.port = *svc.Spec.Service.Port
+	}
+	// kube-aggregator's own transport: the Service's DNS name as the TLS
+	// server name, the APIService's CA bundle, the front proxy's pair.
+	t.roundTripper, t.err = transport.New(remoteavailability.BuildTransportConfig(a.dial, a.cfg.ProxyClientCert, a.cfg.ProxyClientKey, svc))
+	if t.err != nil {
+		a.cfg.Log.Warn("cannot proxy to an APIService's server", "apiservice", svc.Name, "err", t.err)
+	}
+	return t
+}
+
+// proxyTarget is an APIService's server as last seen.
+type proxyTarget struct {
+	name               string
+	service, namespace string
+	port               int32
+	available          bool
+	roundTripper       http.RoundTripper
+	err                error
+}
+
+// serviceProxy proxies one group version's requests.
+type serviceProxy struct {
+	target   atomic.Pointer[proxyTarget]
+	services ServiceResolver
+	log      *slog.Logger
+}
+
+// ServeHTTP proxies r to the server behind the APIService, as the caller in
+// r's context, with kube-aggregator's answers when it cannot: 503 while
+// the APIService is not Available or its Service has no ready endpoint.
+func (p *serviceProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t := p.target.Load()
+	if t == nil || !t.available {
+		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if t.err != nil {
+		http.Error(w, t.err.Error(), http.StatusInternalServerError)
+		return
+	}
+	caller, ok := genericapirequest.UserFrom(r.Context())
+	if !ok {
+		http.Error(w, "missing user", http.StatusInternalServerError)
+		return
+	}
+	endpoint, err := p.services.ResolveEndpoint(t.namespace, t.service, t.port)
+	if err != nil {
+		p.log.Warn("no endpoint for an APIService's Service", "apiservice", t.name, "service", t.namespace+"/"+t.service, "err", err)
+		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	location := &url.URL{Scheme: "https", Host: endpoint.Host, Path: r.URL.Path, RawQuery: r.URL.Query().Encode()}
+	req, cancel := apiserverproxy.NewRequestForProxy(location, r)
+	defer cancel()
+	upgrade := httpstream.IsUpgradeRequest(r)
+	rt := transport.NewAuthProxyRoundTripper(caller.GetName(), caller.GetUID(), caller.GetGroups(), caller.GetExtra(), t.roundTripper)
+	if upgrade {
+		// An upgrade dials directly, around the round tripper: the
+		// headers go on the request itself.
+		transport.SetAuthProxyHeaders(req, caller.GetName(), caller.GetUID(), caller.GetGroups(), caller.GetExtra())
+	}
+	handler := proxy.NewUpgradeAwareHandler(location, rt, true, upgrade, errorResponder{w: w})
+	handler.ServeHTTP(w, req)
+}
+
+// errorResponder answers a failed proxy with 503, as kube-aggregator's.
+type errorResponder struct{ w http.ResponseWriter }
+
+func (e errorResponder) Object(code int, obj runtime.Object) {
+	responsewriters.WriteRawJSON(code, obj, e.w)
+}
+
+func (e errorResponder) Error(_ http.ResponseWriter, _ *http.Request, err error) {
+	http.Error(e.w, err.Error(), http.StatusServiceUnavailable)
+}
+
+// defaultDialer dials the servers behind, with net/http's default
+// transport's timeouts.
+var defaultDialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}

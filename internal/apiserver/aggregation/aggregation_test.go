@@ -1,0 +1,252 @@
+package aggregation
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationfake "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset/fake"
+	apiregistrationinformers "k8s.io/kube-aggregator/pkg/client/informers/externalversions"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/pki"
+)
+
+// backend is an aggregated API server as a test sees it: it requires the
+// front proxy's certificate and notes who each request was for.
+type backend struct {
+	*httptest.Server
+	caPEM []byte
+	mu    sync.Mutex
+	seen  []seenRequest
+}
+
+type seenRequest struct {
+	path, proxyCN, user string
+	groups              []string
+}
+
+func newBackend(t *testing.T, frontProxy *pki.CA) *backend {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.EnsureCA(filepath.Join(dir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := ca.EnsureServingCert(dir, "echo", []string{"echo.e2e.svc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backend{caPEM: ca.CertPEM}
+	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.seen = append(b.seen, seenRequest{
+			path: r.URL.Path, proxyCN: r.TLS.PeerCertificates[0].Subject.CommonName,
+			user: r.Header.Get("X-Remote-User"), groups: r.Header.Values("X-Remote-Group"),
+		})
+		b.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/apis/e2e.example/v1":
+			_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
+				TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+				GroupVersion: "e2e.example/v1",
+				APIResources: []metav1.APIResource{{Name: "echoes", SingularName: "echo", Kind: "Echo", Verbs: metav1.Verbs{"get", "list"}}},
+			})
+		case "/apis/e2e.example/v1/echoes":
+			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "EchoList", "apiVersion": "e2e.example/v1", "items": []any{}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	b.TLS = &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    frontProxy.Pool(),
+	}
+	b.StartTLS()
+	t.Cleanup(b.Close)
+	return b
+}
+
+func (b *backend) requests() []seenRequest {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]seenRequest(nil), b.seen...)
+}
+
+// resolverTo resolves every Service to one address.
+type resolverTo string
+
+func (r resolverTo) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
+	return &url.URL{Scheme: "https", Host: string(r)}, nil
+}
+
+func echoAPIService(caBundle []byte, available bool) *apiregistrationv1.APIService {
+	status := apiregistrationv1.ConditionFalse
+	if available {
+		status = apiregistrationv1.ConditionTrue
+	}
+	return &apiregistrationv1.APIService{
+		ObjectMeta: metav1.ObjectMeta{Name: "v1.e2e.example"},
+		Spec: apiregistrationv1.APIServiceSpec{
+			Group: "e2e.example", Version: "v1",
+			Service:              &apiregistrationv1.ServiceReference{Namespace: "e2e", Name: "echo", Port: ptr.To[int32](443)},
+			CABundle:             caBundle,
+			GroupPriorityMinimum: 100, VersionPriority: 10,
+		},
+		Status: apiregistrationv1.APIServiceStatus{Conditions: []apiregistrationv1.APIServiceCondition{
+			{Type: apiregistrationv1.Available, Status: status},
+		}},
+	}
+}
+
+// TestAggregator: requests of an APIService's group version go to its
+// server with the front proxy's certificate and the caller's identity in
+// headers, only while it is Available; its discovery is gathered; a
+// deleted APIService is no longer proxied.
+func TestAggregator(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	frontProxy, err := pki.EnsureCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := frontProxy.EnsureClientCert(dir, pki.FrontProxyClientName, pki.FrontProxyClientName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := os.ReadFile(certFile)
+	key, _ := os.ReadFile(keyFile)
+	b := newBackend(t, frontProxy)
+
+	client := apiregistrationfake.NewSimpleClientset(echoAPIService(b.caPEM, false))
+	factory := apiregistrationinformers.NewSharedInformerFactory(client, 0)
+	a, err := New(Config{
+		APIServices:     factory.Apiregistration().V1().APIServices().Informer(),
+		Services:        resolverTo(strings.TrimPrefix(b.URL, "https://")),
+		ProxyClientCert: cert, ProxyClientKey: key,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer func() {
+		cancel()
+		factory.Shutdown()
+	}()
+	go a.Run(ctx)
+	gv := schema.GroupVersion{Group: "e2e.example", Version: "v1"}
+	if a.Proxy(schema.GroupVersion{Group: "apps", Version: "v1"}) != nil {
+		t.Error("a group version no APIService of a Service names is proxied")
+	}
+	serve := func() *httptest.ResponseRecorder {
+		var proxy http.Handler
+		if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+			proxy = a.Proxy(gv)
+			return proxy != nil, nil
+		}); err != nil {
+			t.Fatalf("e2e.example/v1 is not proxied: %v", err)
+		}
+		r := httptest.NewRequest(http.MethodGet, "/apis/e2e.example/v1/echoes?limit=5", nil)
+		r = r.WithContext(genericapirequest.WithUser(r.Context(), &user.DefaultInfo{Name: "alice", Groups: []string{"dev", "system:authenticated"}}))
+		w := httptest.NewRecorder()
+		proxy.ServeHTTP(w, r)
+		return w
+	}
+	if w := serve(); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("while not Available: %d %s, want 503", w.Code, w.Body)
+	}
+
+	if _, err := client.ApiregistrationV1().APIServices().Update(ctx, echoAPIService(b.caPEM, true), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		return serve().Code == http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("once Available, the request is not proxied: %v", err)
+	}
+	var last seenRequest
+	for _, r := range b.requests() {
+		if r.path == "/apis/e2e.example/v1/echoes" {
+			last = r
+		}
+	}
+	if last.proxyCN != pki.FrontProxyClientName || last.user != "alice" || strings.Join(last.groups, ",") != "dev,system:authenticated" {
+		t.Errorf("the server saw %+v, want the front proxy's certificate for alice in dev and system:authenticated", last)
+	}
+
+	// Discovery: asked of the server (its legacy document, since it has
+	// no aggregated one), Current.
+	var groups []apidiscoveryv2.APIGroupDiscovery
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		groups = a.Discovery()
+		return len(groups) == 1 && len(groups[0].Versions) == 1 && groups[0].Versions[0].Freshness == apidiscoveryv2.DiscoveryFreshnessCurrent, nil
+	}); err != nil {
+		t.Fatalf("discovery of e2e.example: %+v", groups)
+	}
+	if v := groups[0].Versions[0]; groups[0].Name != "e2e.example" || v.Version != "v1" || len(v.Resources) != 1 || v.Resources[0].Resource != "echoes" {
+		t.Errorf("discovery of e2e.example: %+v", groups[0])
+	}
+
+	if err := client.ApiregistrationV1().APIServices().Delete(ctx, "v1.e2e.example", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		return a.Proxy(gv) == nil && len(a.Discovery()) == 0, nil
+	}); err != nil {
+		t.Fatalf("a deleted APIService is still proxied or listed: %v", err)
+	}
+}
+
+// TestRemoteGroupsOrder: groups by priority then name, versions by
+// priority then Kubernetes' version order.
+func TestRemoteGroupsOrder(t *testing.T) {
+	g := newRemoteGroups()
+	add := func(group, version string, groupPriority, versionPriority int) {
+		g.AddGroupVersion(group, apidiscoveryv2.APIVersionDiscovery{Version: version})
+		g.SetGroupVersionPriority(metav1.GroupVersion{Group: group, Version: version}, groupPriority, versionPriority)
+	}
+	add("b.example", "v1", 100, 10)
+	add("a.example", "v1beta1", 100, 10)
+	add("a.example", "v1", 100, 10)
+	add("a.example", "v2alpha1", 100, 20)
+	add("z.example", "v1", 2000, 10)
+	g.SetGroupVersionPriority(metav1.GroupVersion{Group: "unknown", Version: "v1"}, 1, 1)
+	var got []string
+	for _, group := range g.groups() {
+		for _, v := range group.Versions {
+			got = append(got, group.Name+"/"+v.Version)
+		}
+	}
+	want := "z.example/v1 a.example/v2alpha1 a.example/v1 a.example/v1beta1 b.example/v1"
+	if strings.Join(got, " ") != want {
+		t.Errorf("order %v, want %s", got, want)
+	}
+	g.RemoveGroupVersion(metav1.GroupVersion{Group: "z.example", Version: "v1"})
+	g.RemoveGroup("a.example")
+	if got := g.groups(); len(got) != 1 || got[0].Name != "b.example" {
+		t.Errorf("after removals: %+v", got)
+	}
+}
