@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/pkg/kubeapiserver/authorizer/modes"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
+	flowcontrolrest "k8s.io/kubernetes/pkg/registry/flowcontrol/rest"
 	rbacrest "k8s.io/kubernetes/pkg/registry/rbac/rest"
 )
 
@@ -102,6 +103,39 @@ func ensureRBACPolicy(ctx context.Context, rc *rest.Config) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// ensureAPFConfiguration creates kube-apiserver's API Priority and
+// Fairness bootstrap configuration (the mandatory and suggested
+// FlowSchemas and PriorityLevelConfigurations) through rc and keeps it
+// reconciled every minute until ctx ends: upstream's
+// priority-and-fairness-config-producer post-start hook. The objects are
+// what kube-apiserver lists; skiff does not enforce them.
+func ensureAPFConfiguration(ctx context.Context, rc *rest.Config, factory informers.SharedInformerFactory) error {
+	_, hook, err := flowcontrolrest.RESTStorageProvider{InformerFactory: factory}.PostStartHook()
+	if err != nil {
+		return err
+	}
+	// The hook registered the informers it reads: start them.
+	factory.Start(ctx.Done())
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = -1, 0
+	for {
+		// The hook gives up after 5 minutes; the server keeps trying.
+		err := hook(genericapiserver.PostStartHookContext{LoopbackClientConfig: rc, Context: ctx})
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		slog.Warn("API Priority and Fairness bootstrap configuration: not yet created", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
 		case <-time.After(time.Second):
 		}
 	}

@@ -493,6 +493,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := ensureNodeBootstrapBindings(gctx, cs); err != nil {
 			return err
 		}
+		g.Go(func() error { return ensureAPFConfiguration(gctx, loopback, apiInformers) })
 		if err := ensureFlannelConfig(gctx, cs, netConf); err != nil {
 			return err
 		}
