@@ -89,26 +89,30 @@ func (s *Server) aggregatedGroups() []apidiscoveryv2.APIGroupDiscovery {
 // groups lists the groups served here and by other servers, each with its
 // versions from the preferred one.
 func (s *Server) groups(all []*registry.Resource) []metav1.APIGroup {
-	out := groups(all)
-	for _, g := range mergeGroups(nil, s.aggregatedGroups()) {
+	local := groups(all)
+	remote := s.aggregatedGroups()
+	if len(remote) == 0 {
+		return local
+	}
+	skeletons := make([]apidiscoveryv2.APIGroupDiscovery, len(local))
+	for i, g := range local {
+		skeletons[i].Name = g.Name
+		for _, v := range g.Versions {
+			skeletons[i].Versions = append(skeletons[i].Versions, apidiscoveryv2.APIVersionDiscovery{Version: v.Version})
+		}
+	}
+	var out []metav1.APIGroup
+	for _, g := range mergeGroups(skeletons, remote) {
+		if len(g.Versions) == 0 {
+			continue
+		}
 		legacy := metav1.APIGroup{Name: g.Name}
 		for _, v := range g.Versions {
-			legacy.Versions = append(legacy.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g.Name + "/" + v.Version, Version: v.Version})
-		}
-		if len(legacy.Versions) == 0 {
-			continue
+			gv := schema.GroupVersion{Group: g.Name, Version: v.Version}
+			legacy.Versions = append(legacy.Versions, metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: v.Version})
 		}
 		legacy.PreferredVersion = legacy.Versions[0]
-		i := slices.IndexFunc(out, func(have metav1.APIGroup) bool { return have.Name == g.Name })
-		if i < 0 {
-			out = append(out, legacy)
-			continue
-		}
-		for _, v := range legacy.Versions {
-			if !slices.ContainsFunc(out[i].Versions, func(have metav1.GroupVersionForDiscovery) bool { return have.Version == v.Version }) {
-				out[i].Versions = append(out[i].Versions, v)
-			}
-		}
+		out = append(out, legacy)
 	}
 	return out
 }

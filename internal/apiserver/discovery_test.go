@@ -12,6 +12,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin/builtintest"
 )
@@ -212,5 +213,97 @@ func TestAggregatedDiscoveryMatchesLegacy(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// aggregatedAPIs is a fixed AggregatedAPIs: one proxy handler for each
+// group version it lists.
+type aggregatedAPIs struct {
+	groups []apidiscoveryv2.APIGroupDiscovery
+	proxy  http.Handler
+}
+
+func (a aggregatedAPIs) Proxy(gv schema.GroupVersion) http.Handler {
+	for _, g := range a.groups {
+		for _, v := range g.Versions {
+			if g.Name == gv.Group && v.Version == gv.Version {
+				return a.proxy
+			}
+		}
+	}
+	return nil
+}
+
+func (a aggregatedAPIs) Discovery() []apidiscoveryv2.APIGroupDiscovery { return a.groups }
+
+// TestAggregatedAPIsInDiscovery: other servers' groups follow the
+// catalog's in /apis (legacy and aggregated) and answer /apis/<group>; a
+// version of a group served here joins that group; their group versions'
+// requests, discovery included, go to the proxy after authorization.
+func TestAggregatedAPIsInDiscovery(t *testing.T) {
+	metrics := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "metrics.k8s.io"}, Versions: []apidiscoveryv2.APIVersionDiscovery{
+		{Version: "v1beta1", Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent, Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "pods", Verbs: []string{"get", "list"}}}},
+	}}
+	apps := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "apps"}, Versions: []apidiscoveryv2.APIVersionDiscovery{
+		{Version: "v2alpha1", Freshness: apidiscoveryv2.DiscoveryFreshnessStale},
+	}}
+	var proxied []string
+	s, err := New(Config{Resources: builtintest.Catalog(t), Authenticate: func(*http.Request) (User, bool) {
+		return User{Name: "admin", Groups: []string{"system:masters"}}, true
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetAggregated(aggregatedAPIs{groups: []apidiscoveryv2.APIGroupDiscovery{metrics, apps}, proxy: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxied = append(proxied, r.URL.Path)
+		w.WriteHeader(http.StatusTeapot)
+	})})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+
+	var legacy metav1.APIGroupList
+	if code := getJSON(t, srv.URL+"/apis", "application/json", &legacy); code != http.StatusOK {
+		t.Fatalf("/apis: %d", code)
+	}
+	last := legacy.Groups[len(legacy.Groups)-1]
+	if last.Name != "metrics.k8s.io" || last.PreferredVersion.GroupVersion != "metrics.k8s.io/v1beta1" {
+		t.Errorf("/apis ends with %+v, want metrics.k8s.io", last)
+	}
+	for _, g := range legacy.Groups {
+		if g.Name == "apps" && (len(g.Versions) != 2 || g.PreferredVersion.Version != "v1" || g.Versions[1].GroupVersion != "apps/v2alpha1") {
+			t.Errorf("apps in /apis: %+v, want v1 (preferred) then apps/v2alpha1", g)
+		}
+	}
+	var group metav1.APIGroup
+	if code := getJSON(t, srv.URL+"/apis/metrics.k8s.io", "application/json", &group); code != http.StatusOK || group.PreferredVersion.Version != "v1beta1" {
+		t.Errorf("/apis/metrics.k8s.io: %d %+v", code, group)
+	}
+	var aggregated apidiscoveryv2.APIGroupDiscoveryList
+	if code := getJSON(t, srv.URL+"/apis", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", &aggregated); code != http.StatusOK {
+		t.Fatalf("aggregated /apis: %d", code)
+	}
+	if got := aggregated.Items[len(aggregated.Items)-1]; !reflect.DeepEqual(got, metrics) {
+		t.Errorf("aggregated /apis ends with %+v, want %+v", got, metrics)
+	}
+	for _, path := range []string{"/apis/metrics.k8s.io/v1beta1", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods", "/apis/apps/v2alpha1/deployments"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTeapot {
+			t.Errorf("%s: %d, want the proxy's 418", path, resp.StatusCode)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/apis/apps/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/apis/apps/v1 (served here): %d", resp.StatusCode)
+	}
+	if len(proxied) != 3 {
+		t.Errorf("proxied %v, want the three requests of other servers' group versions", proxied)
 	}
 }
