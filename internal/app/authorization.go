@@ -88,18 +88,26 @@ func ensureRBACPolicy(ctx context.Context, rc *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	// In process and at start: no client-side rate limit (client-go's
-	// default of 5 requests/s made the policy's ~250 requests last 50 s).
+	// The hook gives up after 30 s; the server keeps trying until it
+	// stops (etcd may take longer to come back).
+	return runPostStartHook(ctx, rc, "RBAC bootstrap policy", hook)
+}
+
+// runPostStartHook runs one of kube-apiserver's post-start hooks through
+// rc, retrying every second until it succeeds or ctx ends. In process and
+// at start, its requests have no client-side rate limit (client-go's
+// default of 5 requests/s made the RBAC policy's ~250 requests last 50 s).
+func runPostStartHook(ctx context.Context, rc *rest.Config, what string, hook genericapiserver.PostStartHookFunc) error {
 	rc = rest.CopyConfig(rc)
 	rc.QPS, rc.Burst = -1, 0
 	for {
-		// The hook gives up after 30 s; the server keeps trying until it
-		// stops (etcd may take longer to come back).
 		err := hook(genericapiserver.PostStartHookContext{LoopbackClientConfig: rc, Context: ctx})
 		if err == nil {
 			return nil
 		}
-		slog.Warn("RBAC bootstrap policy: not yet reconciled", "err", err)
+		if ctx.Err() == nil {
+			slog.Warn(what+": not yet reconciled", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -121,22 +129,8 @@ func ensureAPFConfiguration(ctx context.Context, rc *rest.Config, factory inform
 	}
 	// The hook registered the informers it reads: start them.
 	factory.Start(ctx.Done())
-	rc = rest.CopyConfig(rc)
-	rc.QPS, rc.Burst = -1, 0
-	for {
-		// The hook gives up after 5 minutes; the server keeps trying.
-		err := hook(genericapiserver.PostStartHookContext{LoopbackClientConfig: rc, Context: ctx})
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		slog.Warn("API Priority and Fairness bootstrap configuration: not yet created", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	if err := runPostStartHook(ctx, rc, "API Priority and Fairness bootstrap configuration", hook); err != nil && ctx.Err() == nil {
+		return err
 	}
+	return nil
 }
