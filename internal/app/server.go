@@ -352,6 +352,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return err
 	}
+	sa.useClient(loopbackClient)
 	// One informer factory for the authorizers and the admission plugins.
 	apiInformers := informers.NewSharedInformerFactory(loopbackClient, 0)
 	bootstrapTokenAuth.use(apiInformers)

@@ -8,11 +8,14 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/client-go/kubernetes"
+	typedv1core "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
@@ -27,6 +30,27 @@ type serviceAccounts struct {
 	tokens    builtin.ServiceAccountTokens
 	authn     *authn.Authenticator
 	discovery map[string]http.Handler
+	// legacySecrets is where a legacy token's Secret is dated on use: the
+	// server's loopback client, given with useClient once it exists.
+	legacySecrets *secretsLater
+}
+
+// useClient gives the authenticator the server's own client, through
+// which it dates the use of legacy tokens in their Secrets.
+func (sa *serviceAccounts) useClient(cs kubernetes.Interface) {
+	sa.legacySecrets.client.Store(&cs)
+}
+
+// secretsLater is a SecretsGetter whose client is given after it is
+// built: the authenticator exists before the API server, whose loopback
+// client it writes through; no request is authenticated before that.
+type secretsLater struct {
+	client atomic.Pointer[kubernetes.Interface]
+}
+
+// Secrets implements typedv1core.SecretsGetter.
+func (s *secretsLater) Secrets(namespace string) typedv1core.SecretInterface {
+	return (*s.client.Load()).CoreV1().Secrets(namespace)
 }
 
 // newServiceAccounts sets up service account tokens signed by key for
@@ -52,6 +76,7 @@ func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, cata
 		return nil, fmt.Errorf("service account public keys: %w", err)
 	}
 	auds := authenticator.Audiences{issuer}
+	legacySecrets := &secretsLater{}
 	a, err := authn.New(authn.Config{
 		Issuers:      []string{issuer},
 		APIAudiences: auds,
@@ -59,7 +84,8 @@ func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, cata
 		Objects: authn.Objects(func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (runtime.Object, error) {
 			return getStored(ctx, catalog, gvr, namespace, name)
 		}),
-		Others: otherTokens,
+		Others:        otherTokens,
+		LegacySecrets: legacySecrets,
 	})
 	if err != nil {
 		return nil, err
@@ -82,8 +108,9 @@ func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, cata
 			MaxExtendedExpiration: serviceaccount.ExpirationExtensionSeconds * time.Second,
 			Reviews:               a.Tokens(),
 		},
-		authn:     a,
-		discovery: discovery,
+		authn:         a,
+		discovery:     discovery,
+		legacySecrets: legacySecrets,
 	}, nil
 }
 

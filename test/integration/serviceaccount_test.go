@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -344,4 +345,70 @@ func get(t *testing.T, c *http.Client, url, token string) (int, []byte) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, b
+}
+
+// TestLegacyServiceAccountTokenSecret: a service account token Secret,
+// which users still create by hand, gets its token from the tokens
+// controller, and that token authenticates as the service account, as in
+// kube-apiserver: its use is dated in the Secret's
+// kubernetes.io/legacy-token-last-used label; it stops working once the
+// Secret is labelled invalid, and once the Secret is gone.
+func TestLegacyServiceAccountTokenSecret(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns = "legacy"
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "ci"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secrets := c.Client.CoreV1().Secrets(ns)
+	if _, err := secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "ci-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "ci"}},
+		Type:       corev1.SecretTypeServiceAccountToken,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	pollUntil(t, "the tokens controller fills the Secret", time.Minute, func() (bool, error) {
+		s, err := secrets.Get(ctx, "ci-token", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		token = string(s.Data[corev1.ServiceAccountTokenKey])
+		return token != "", nil
+	})
+	u, err := whoami(ctx, c, token)
+	if err != nil {
+		t.Fatalf("the legacy token does not authenticate: %v", err)
+	}
+	if u.Username != "system:serviceaccount:legacy:ci" || !slices.Contains(u.Groups, "system:serviceaccounts:legacy") {
+		t.Errorf("the legacy token authenticates as %+v", u)
+	}
+	pollUntil(t, "the use dated in the Secret", time.Minute, func() (bool, error) {
+		s, err := secrets.Get(ctx, "ci-token", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return s.Labels["kubernetes.io/legacy-token-last-used"] == time.Now().UTC().Format("2006-01-02"), nil
+	})
+
+	// Marked invalid (what the legacy token cleaner does before it
+	// deletes), then deleted: refused once the 10 s success cache lapses.
+	patch := []byte(`{"metadata":{"labels":{"kubernetes.io/legacy-token-invalid-since":"2026-01-01"}}}`)
+	if _, err := secrets.Patch(ctx, "ci-token", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the token of a Secret marked invalid refused", time.Minute, func() (bool, error) {
+		_, err := whoami(ctx, c, token)
+		return apierrors.IsUnauthorized(err), nil
+	})
+	if err := secrets.Delete(ctx, "ci-token", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := whoami(ctx, c, token); !apierrors.IsUnauthorized(err) {
+		t.Errorf("the token of a deleted Secret: %v, want 401", err)
+	}
 }

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/websocket"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
+	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
+	typedv1core "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
@@ -47,6 +49,15 @@ type Config struct {
 	// tokens, in order (kube-apiserver's JWT authenticators of
 	// --authentication-config). Optional.
 	Others []authenticator.Request
+	// LegacySecrets, when set, also authenticates the tokens of legacy
+	// service account token Secrets (issuer kubernetes/serviceaccount,
+	// signed with PublicKeys' keys by the tokens controller), as
+	// kube-apiserver still does: the Secret must exist and hold the token,
+	// its service account must exist, and a token whose Secret is labelled
+	// kubernetes.io/legacy-token-invalid-since is refused. The validator
+	// dates each use in the Secret's kubernetes.io/legacy-token-last-used
+	// label through LegacySecrets.
+	LegacySecrets typedv1core.SecretsGetter
 }
 
 // Authenticator authenticates requests; build it with New.
@@ -72,8 +83,18 @@ func New(cfg Config) (*Authenticator, error) {
 	if cfg.SuccessCacheTTL == 0 {
 		cfg.SuccessCacheTTL = 10 * time.Second
 	}
-	var token authenticator.Token = serviceaccount.JWTTokenAuthenticator(cfg.Issuers, cfg.PublicKeys, cfg.APIAudiences,
-		serviceaccount.NewValidator(cfg.Objects))
+	var tokens []authenticator.Token
+	if cfg.LegacySecrets != nil {
+		// kube-apiserver's order: the legacy authenticator first.
+		legacy, err := serviceaccount.NewLegacyValidator(true, cfg.Objects, cfg.LegacySecrets)
+		if err != nil {
+			return nil, fmt.Errorf("authn: %w", err)
+		}
+		tokens = append(tokens, serviceaccount.JWTTokenAuthenticator([]string{serviceaccount.LegacyIssuer}, cfg.PublicKeys, cfg.APIAudiences, legacy))
+	}
+	tokens = append(tokens, serviceaccount.JWTTokenAuthenticator(cfg.Issuers, cfg.PublicKeys, cfg.APIAudiences,
+		serviceaccount.NewValidator(cfg.Objects)))
+	token := tokenunion.New(tokens...)
 	if cfg.SuccessCacheTTL > 0 {
 		token = tokencache.New(token, true, cfg.SuccessCacheTTL, 0)
 	}
