@@ -13,6 +13,7 @@ import (
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -253,6 +254,15 @@ func (ep *endpoint) list(w http.ResponseWriter, r *http.Request, info requestInf
 	}
 	if err := meta.SetList(list, items); err != nil {
 		return err
+	}
+	if _, custom := list.(*unstructured.UnstructuredList); !custom {
+		// As kube-apiserver's lists of built-in kinds: the items carry no
+		// kind or apiVersion, only the list does. SetList copied the
+		// items, so the stored objects keep theirs.
+		_ = meta.EachListItem(list, func(item runtime.Object) error {
+			item.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+			return nil
+		})
 	}
 	lm, err := meta.ListAccessor(list)
 	if err != nil {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -474,5 +475,61 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestListItemsCarryNoTypeMeta: as kube-apiserver's, a list of a built-in
+// kind names its kind and apiVersion once, not on each item, in JSON as in
+// protobuf, so a list compares equal to the objects created (the WatchList
+// conformance spec's check); a get still names them.
+func TestListItemsCarryNoTypeMeta(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "listed"}, Data: map[string]string{"a": "b"}}
+	if _, err := c.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/default/configmaps").
+		SetHeader("Accept", "application/json").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Kind       string                   `json:"kind"`
+		APIVersion string                   `json:"apiVersion"`
+		Items      []map[string]interface{} `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Kind != "ConfigMapList" || list.APIVersion != "v1" || len(list.Items) == 0 {
+		t.Fatalf("list: kind %q apiVersion %q, %d items", list.Kind, list.APIVersion, len(list.Items))
+	}
+	for _, item := range list.Items {
+		if _, ok := item["kind"]; ok {
+			t.Errorf("a list item names its kind: %v", item)
+		}
+		if _, ok := item["apiVersion"]; ok {
+			t.Errorf("a list item names its apiVersion: %v", item)
+		}
+	}
+	got, err := c.Client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range got.Items {
+		if item.Name == "listed" && (item.Kind != "" || item.APIVersion != "") {
+			t.Errorf("protobuf list item has TypeMeta %+v", item.TypeMeta)
+		}
+	}
+	// The objects in the server's cache keep theirs: a get names them.
+	raw, err = c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/default/configmaps/listed").
+		SetHeader("Accept", "application/json").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"kind":"ConfigMap","apiVersion":"v1"`) {
+		t.Errorf("get: %s", raw)
 	}
 }
