@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +43,7 @@ import (
 // NodePorts answer on that bridge address too (--nodeport-addresses).
 // The host reaches it locally, without leaving the machine.
 func TestServices(t *testing.T) {
-	_, image := testimages.NewTestRegistry(t)
+	registry, image := testimages.NewTestRegistry(t)
 	node := framework.NewNode(t)
 	gateway := node.PodCIDR.Addr().Next().String()
 	// kube-proxy reads the addresses NodePorts answer on at its full
@@ -230,6 +231,27 @@ func TestServices(t *testing.T) {
 		_, stderr, err = k.run("exec", "-n", ns, "client", "--", "timeout", "10", "wget", "-q", "-O-", "http://10.43.0.1:443/version")
 		if err == nil || !strings.Contains(stderr, "400 Bad Request") {
 			t.Errorf("GET http://10.43.0.1:443/version from a pod: %v: %q; want the API server's 400 Bad Request to plain HTTP", err, stderr)
+		}
+	})
+
+	t.Run("in-cluster client", func(t *testing.T) {
+		// client-go's InClusterConfig in a pod: the kubernetes Service,
+		// TLS with the mounted CA, the pod's projected token; RBAC as the
+		// namespace's default service account.
+		k.ok("create", "role", "pod-lister", "-n", ns, "--verb=list", "--resource=pods")
+		k.ok("create", "rolebinding", "default-lists-pods", "-n", ns, "--role=pod-lister", "--serviceaccount="+ns+":default")
+		createPod(t, cs, ns, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "incluster"},
+			Spec: corev1.PodSpec{NodeName: node.Name, RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "client", Image: programImage(t, registry, "inclusterclient")}}}})
+		k.ok("wait", "-n", ns, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s", "pod/incluster")
+		logs := k.ok("logs", "-n", ns, "incluster")
+		for _, want := range []string{"user: system:serviceaccount:" + ns + ":default\n", "secrets: Forbidden\n"} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("the in-cluster client's output lacks %q:\n%s", want, logs)
+			}
+		}
+		if !regexp.MustCompile(`(?m)^pods: .*\bincluster\b`).MatchString(logs) || !strings.Contains(logs, "web-1") {
+			t.Errorf("the in-cluster client did not list the namespace's pods:\n%s", logs)
 		}
 	})
 

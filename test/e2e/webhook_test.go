@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/cri/ociimage"
+	"github.com/skiff-sh/skiff/internal/kubelet/cri/testimages"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/test/e2e/framework"
 )
@@ -87,27 +88,8 @@ func (e *podsEnv) testAdmissionWebhook(t *testing.T) {
 func (e *podsEnv) podBehindService(t *testing.T, k kubectl, ns, name, program string, volumes []corev1.Volume, mounts []corev1.VolumeMount) *pki.CA {
 	t.Helper()
 	ctx := framework.Context(t, 4*time.Minute)
+	image := programImage(t, e.registry, program)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, program)
-	build := exec.Command("go", "build", "-o", bin, "./testdata/"+program)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", program, err, out)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := ociimage.Build(ociimage.Spec{Arch: runtime.GOARCH, Gzip: true, Cmd: []string{"/" + program},
-		Files: []ociimage.File{{Path: program, Mode: 0o755, Data: data}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	image, err := e.registry.Push(ctx, program, "e2e", img)
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	ca, err := pki.EnsureCA(filepath.Join(dir, "ca"))
 	if err != nil {
 		t.Fatal(err)
@@ -156,4 +138,31 @@ func (e *podsEnv) podBehindService(t *testing.T, k kubectl, ns, name, program st
 	})
 	waitEndpoints(t, e.cs, ns, name, 1)
 	return ca
+}
+
+// programImage builds testdata/<program> (standard library and this
+// module's dependencies) into a static binary, makes it the one file and
+// command of an image, pushes it to registry and returns its reference.
+func programImage(t *testing.T, registry *testimages.Registry, program string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), program)
+	build := exec.Command("go", "build", "-o", bin, "./testdata/"+program)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", program, err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := ociimage.Build(ociimage.Spec{Arch: runtime.GOARCH, Gzip: true, Cmd: []string{"/" + program},
+		Files: []ociimage.File{{Path: program, Mode: 0o755, Data: data}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := registry.Push(framework.Context(t, 2*time.Minute), program, "e2e", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return image
 }
