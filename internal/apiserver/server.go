@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -186,6 +187,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := parseRequestInfo(r.Method, r.URL.Path, r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1")
 	defer func() { s.metrics.end(rec, r, info) }()
 	w = rec
+	if strings.Contains(r.URL.RawQuery, "timeout=") && !isLongRunning(info) {
+		// kube-apiserver's request deadline: the caller's timeout when
+		// shorter than the server's, a bad one refused before anything.
+		d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+		if err != nil && r.URL.Query().Get("timeout") != "" {
+			s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("invalid timeout specified in the request URL - %v", err)))
+			return
+		}
+		if d > 0 && d < requestTimeout {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+	}
 	path := r.URL.Path
 	switch path {
 	case "/healthz", "/livez", "/readyz", "/healthz/", "/livez/", "/readyz/":
@@ -306,6 +321,19 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte("ok"))
+}
+
+// isLongRunning reports whether a request is one kube-apiserver does not
+// bound with its request timeout: watches and streams.
+func isLongRunning(info requestInfo) bool {
+	if info.Verb == "watch" {
+		return true
+	}
+	switch info.Subresource {
+	case "attach", "exec", "proxy", "log", "portforward":
+		return true
+	}
+	return false
 }
 
 // apisGroupVersion returns the group version of a path under
