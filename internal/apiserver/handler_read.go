@@ -420,6 +420,10 @@ func (ep *endpoint) watchWith(w http.ResponseWriter, r *http.Request, info reque
 					if !first {
 						table.ColumnDefinitions = nil
 					}
+					// As the Table of a get: the object's resourceVersion.
+					if m, err := meta.Accessor(obj); err == nil {
+						table.ResourceVersion = m.GetResourceVersion()
+					}
 					obj = table
 					first = false
 				case topts != nil:

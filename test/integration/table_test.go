@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,5 +48,58 @@ func TestGetOneAsTable(t *testing.T) {
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io, application/json").Body(sar).DoRaw(ctx)
 	if err != nil || !strings.Contains(string(raw), `"kind":"SelfSubjectAccessReview"`) {
 		t.Errorf("self subject access review with a fallback: %v: %s", err, raw)
+	}
+}
+
+// TestWatchAsTable: a watch asked for Tables (kubectl get --watch, the
+// WatchList conformance spec) sends each object as the Table a get of it
+// gives: its resourceVersion included, column definitions only first.
+func TestWatchAsTable(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
+	ctx := ctxFor(t)
+	for _, name := range []string{"a", "b"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"watched": "true"}}, StringData: map[string]string{"k": name}}
+		if _, err := c.Client.CoreV1().Secrets("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const asTable = "application/json;as=Table;v=v1;g=meta.k8s.io"
+	var got metav1.Table
+	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/default/secrets/a").SetHeader("Accept", asTable).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/default/secrets").
+		Param("watch", "true").Param("labelSelector", "watched=true").Param("sendInitialEvents", "true").
+		Param("resourceVersionMatch", "NotOlderThan").Param("allowWatchBookmarks", "true").
+		SetHeader("Accept", asTable).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	dec := json.NewDecoder(body)
+	byName := map[string]metav1.Table{}
+	for i := 0; i < 2; i++ {
+		var ev struct {
+			Type   string      `json:"type"`
+			Object metav1.Table `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "ADDED" || len(ev.Object.Rows) != 1 {
+			t.Fatalf("event %d: %s with %d rows", i, ev.Type, len(ev.Object.Rows))
+		}
+		if (i == 0) != (len(ev.Object.ColumnDefinitions) > 0) {
+			t.Errorf("event %d: %d column definitions", i, len(ev.Object.ColumnDefinitions))
+		}
+		byName[ev.Object.Rows[0].Cells[0].(string)] = ev.Object
+	}
+	watched := byName["a"]
+	if watched.ResourceVersion == "" || watched.ResourceVersion != got.ResourceVersion {
+		t.Errorf("the watch's Table of a has resourceVersion %q, the get's %q", watched.ResourceVersion, got.ResourceVersion)
 	}
 }
