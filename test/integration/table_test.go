@@ -84,7 +84,7 @@ func TestWatchAsTable(t *testing.T) {
 	byName := map[string]metav1.Table{}
 	for i := 0; i < 2; i++ {
 		var ev struct {
-			Type   string      `json:"type"`
+			Type   string       `json:"type"`
 			Object metav1.Table `json:"object"`
 		}
 		if err := dec.Decode(&ev); err != nil {
