@@ -231,9 +231,11 @@ func TestRBAC(t *testing.T) {
 	})
 }
 
-// TestNodeAuthorizer checks the node authorizer and NodeRestriction: a
-// kubelet's identity reads the Secrets of its own pods only, and writes
-// only its own Node.
+// TestNodeAuthorizer checks the node authorizer and NodeRestriction with
+// the identity a node's certificate gives (system:node:<name> in
+// system:nodes): a kubelet reads the Secrets of its own pods only, and
+// writes only its own Node and its Node's status, and the status of its
+// own pods.
 func TestNodeAuthorizer(t *testing.T) {
 	c := framework.NewCluster(t, framework.Options{DisableScheduler: true, Controllers: []string{"serviceaccount-controller"}})
 	ctx := context.Background()
@@ -270,6 +272,28 @@ func TestNodeAuthorizer(t *testing.T) {
 			return err
 		}
 	}
+	podStatus := func(message string) func(context.Context, kubernetes.Interface) error {
+		return func(ctx context.Context, cs kubernetes.Interface) error {
+			p, err := admin.CoreV1().Pods("default").Get(ctx, "on-n1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			p.Status.Message = message
+			_, err = cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+			return err
+		}
+	}
+	nodeStatus := func(name string) func(context.Context, kubernetes.Interface) error {
+		return func(ctx context.Context, cs kubernetes.Interface) error {
+			n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "Test", LastHeartbeatTime: metav1.Now()}}
+			_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			return err
+		}
+	}
 	waitAllowed(t, n1, "n1 reads its pod's secret", getSecret("mine"))
 	checkRBAC(t, n1, []rbacCase{
 		{name: "secret of its pod", do: getSecret("mine")},
@@ -287,17 +311,12 @@ func TestNodeAuthorizer(t *testing.T) {
 			_, err := cs.CoreV1().Nodes().Patch(ctx, "n1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
 			return err
 		}},
+		{name: "status of its pod", do: podStatus("from n1")},
+		{name: "its own node's status", do: nodeStatus("n1")},
+		{name: "another node's status", do: nodeStatus("n2"), wantForbidden: `nodes "n2" is forbidden: node "n1" is not allowed to modify node "n2"`},
 	})
 	checkRBAC(t, n2, []rbacCase{
 		{name: "secret of n1's pod", do: getSecret("mine"), wantForbidden: `secrets "mine" is forbidden: User "system:node:n2" cannot get resource "secrets" in API group "" in the namespace "default": node: no relationship found between node 'n2' and this object`},
-		{name: "status of n1's pod", do: func(ctx context.Context, cs kubernetes.Interface) error {
-			p, err := admin.CoreV1().Pods("default").Get(ctx, "on-n1", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			p.Status.Message = "from n2"
-			_, err = cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
-			return err
-		}, wantForbidden: `pods "on-n1" is forbidden: node "n2" can only update pod status for pods with spec.nodeName set to itself`},
+		{name: "status of n1's pod", do: podStatus("from n2"), wantForbidden: `pods "on-n1" is forbidden: node "n2" can only update pod status for pods with spec.nodeName set to itself`},
 	})
 }
