@@ -581,6 +581,13 @@ func TestTLSHandshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A certificate of the cluster CA made for serving, not for clients.
+	servingCert, servingKey, err := p.CA.EnsureServingCert(t.TempDir(), "not-a-client", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servingAsClientCfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: p.CA.CertPEM, CertFile: servingCert, KeyFile: servingKey}}
+	frontProxyCfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: p.CA.CertPEM, CertFile: p.ProxyClientCertFile, KeyFile: p.ProxyClientKeyFile}}
 
 	tests := []struct {
 		name    string
@@ -589,6 +596,9 @@ func TestTLSHandshake(t *testing.T) {
 		// rejectedBy says which side refuses the handshake: the client's
 		// error names the certificate, or the server logs why it refused.
 		rejectedBy string
+		// serverLog is why the server refused ("certificate signed by
+		// unknown authority" when empty).
+		serverLog  string
 		wantStatus int
 		wantBody   string
 	}{
@@ -596,6 +606,8 @@ func TestTLSHandshake(t *testing.T) {
 		{name: "anonymous connects and gets 401", cfg: anonCfg, wantStatus: 401},
 		{name: "client cert from another CA", cfg: foreignCfg, wantErr: true, rejectedBy: "server"},
 		{name: "server not trusted by client", cfg: untrustingCfg, wantErr: true, rejectedBy: "client"},
+		{name: "cluster CA certificate without client-auth usage", cfg: servingAsClientCfg, wantErr: true, rejectedBy: "server", serverLog: "incompatible key usage"},
+		{name: "the front proxy's certificate", cfg: frontProxyCfg, wantErr: true, rejectedBy: "server"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -604,6 +616,7 @@ func TestTLSHandshake(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := served.Load()
+			logged := len(serverLog.String())
 			resp, err := client.Get(srv.URL + "/")
 			if tt.wantErr {
 				if err == nil {
@@ -620,12 +633,15 @@ func TestTLSHandshake(t *testing.T) {
 					// after the client considers the handshake done, so what
 					// the client sees varies (an alert, a reset, a broken
 					// pipe); the server's log says why it refused.
-					want := "certificate signed by unknown authority"
+					want := tt.serverLog
+					if want == "" {
+						want = "certificate signed by unknown authority"
+					}
 					deadline := time.Now().Add(5 * time.Second)
-					for !strings.Contains(serverLog.String(), want) && time.Now().Before(deadline) {
+					for !strings.Contains(serverLog.String()[logged:], want) && time.Now().Before(deadline) {
 						time.Sleep(10 * time.Millisecond)
 					}
-					if got := serverLog.String(); !strings.Contains(got, want) {
+					if got := serverLog.String()[logged:]; !strings.Contains(got, want) {
 						t.Errorf("server log = %q, want a handshake error with %q (client saw %v)", got, want, err)
 					}
 				}
