@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -111,5 +112,65 @@ func TestAuditLog(t *testing.T) {
 	}
 	if admin.ResponseStatus == nil || admin.ResponseStatus.Code != 200 || admin.Annotations["authorization.k8s.io/decision"] != "allow" || len(admin.SourceIPs) == 0 {
 		t.Errorf("the admin's get: %+v", admin)
+	}
+}
+
+// TestAuditLogRotation: with --audit-log-maxsize 1 and
+// --audit-log-maxbackup 2, the log is rotated past a megabyte, as by
+// kube-apiserver's lumberjack backend, keeping at most two old files
+// beside the current one, each a file of whole JSON events.
+func TestAuditLogRotation(t *testing.T) {
+	dir := t.TempDir()
+	policy, logPath := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true, Controllers: []string{"serviceaccount-controller"},
+		Audit: app.AuditConfig{PolicyFile: policy, LogPath: logPath, MaxSize: 1, MaxBackups: 2}})
+	ctx := context.Background()
+	seen := map[string]bool{}
+	rotated := func() []string {
+		files, _ := filepath.Glob(filepath.Join(dir, "audit-*.log"))
+		for _, f := range files {
+			seen[f] = true
+		}
+		return files
+	}
+	// About 2,000 events a megabyte: until a third old file has been
+	// made, so that maxbackup had one to drop.
+	for i := 0; i < 30000 && len(seen) < 3; i++ {
+		if _, err := c.Client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i%200 == 199 {
+			rotated()
+		}
+	}
+	if len(seen) < 3 {
+		t.Fatalf("the log was rotated into %d files, want 3", len(seen))
+	}
+	var files []string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		files = rotated()
+		return len(files) == 2, nil
+	}); err != nil {
+		t.Fatalf("old files %v, want two (maxbackup 2) of the %d made", files, len(seen))
+	}
+	for _, f := range append(files, logPath) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) > 1<<20 {
+			t.Errorf("%s: %d bytes, over the 1 MB maxsize", f, len(data))
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var ev auditv1.Event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Fatalf("%s: a line that is not an event: %v: %q", f, err, sc.Text())
+			}
+		}
 	}
 }
