@@ -198,6 +198,32 @@ spec:
 		return err == nil && strings.Contains(out, svc.Spec.ClusterIP), nil
 	})
 
+	// client-go's InClusterConfig from a pod on the joined node: the
+	// kubernetes Service through node B's kube-proxy, the server's CA and
+	// the pod's token, as the namespace's default service account.
+	const inCluster = "example.com/e2e/inclusterclient:1"
+	programArchive := filepath.Join(t.TempDir(), "inclusterclient.tar")
+	f, err := os.Create(programArchive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := buildProgramImage(t, "inclusterclient").WriteArchive(f, inCluster); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	framework.ImportImage(t, agent.DataDir, programArchive)
+	k.ok("create", "role", "pod-lister", "-n", ns, "--verb=list", "--resource=pods")
+	k.ok("create", "rolebinding", "default-lists-pods", "-n", ns, "--role=pod-lister", "--serviceaccount="+ns+":default")
+	applyManifests(t, k, ns, podManifest{Name: "incluster-b", Node: agent.Node.Name, Image: inCluster,
+		SpecExtra: "  restartPolicy: Never\n", ContainerExtra: "    imagePullPolicy: Never\n"}.yaml())
+	k.ok("wait", "-n", ns, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s", "pod/incluster-b")
+	if logs := k.ok("logs", "-n", ns, "incluster-b"); !strings.Contains(logs, "user: system:serviceaccount:"+ns+":default\n") ||
+		!strings.Contains(logs, "client-b") || !strings.Contains(logs, "secrets: Forbidden\n") {
+		t.Errorf("the in-cluster client on node B:\n%s", logs)
+	}
+
 	// Leaving the cluster range, a pod's traffic takes its node's address:
 	// an HTTP server of the test's on the hosts' bridge sees host B.
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(hosts.Gateway.String(), "0"))

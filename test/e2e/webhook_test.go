@@ -140,10 +140,20 @@ func (e *podsEnv) podBehindService(t *testing.T, k kubectl, ns, name, program st
 	return ca
 }
 
-// programImage builds testdata/<program> (standard library and this
-// module's dependencies) into a static binary, makes it the one file and
-// command of an image, pushes it to registry and returns its reference.
+// programImage pushes the image of testdata/<program> (buildProgramImage)
+// to registry and returns its reference.
 func programImage(t *testing.T, registry *testimages.Registry, program string) string {
+	t.Helper()
+	image, err := registry.Push(framework.Context(t, 2*time.Minute), program, "e2e", buildProgramImage(t, program))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return image
+}
+
+// buildProgramImage builds testdata/<program> into a static binary, the
+// one file and command of the image it returns.
+func buildProgramImage(t *testing.T, program string) *ociimage.Image {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), program)
 	build := exec.Command("go", "build", "-o", bin, "./testdata/"+program)
@@ -160,9 +170,5 @@ func programImage(t *testing.T, registry *testimages.Registry, program string) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	image, err := registry.Push(framework.Context(t, 2*time.Minute), program, "e2e", img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return image
+	return img
 }
