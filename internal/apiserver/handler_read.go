@@ -412,8 +412,20 @@ func (ep *endpoint) watchWith(w http.ResponseWriter, r *http.Request, info reque
 				}
 			default:
 				switch {
-				case topts != nil && ev.Type != watch.Bookmark:
-					table, err := ep.toTable(ctx, []runtime.Object{obj}, topts, ep.res.Stored != nil)
+				case topts != nil:
+					// Every event, bookmarks included, is the Table of
+					// its object, as kube-apiserver's: a bookmark's one
+					// row holds the bookmark's metadata (its
+					// resourceVersion, and the initial-events-end
+					// annotation that closes a watch list's initial
+					// events).
+					opts := topts
+					if ev.Type == watch.Bookmark {
+						metadata := *topts
+						metadata.IncludeObject = metav1.IncludeMetadata
+						opts = &metadata
+					}
+					table, err := ep.toTable(ctx, []runtime.Object{obj}, opts, ep.res.Stored != nil)
 					if err != nil {
 						return nil
 					}
@@ -426,16 +438,6 @@ func (ep *endpoint) watchWith(w http.ResponseWriter, r *http.Request, info reque
 					}
 					obj = table
 					first = false
-				case topts != nil:
-					// A bookmark in a table watch carries only the
-					// resourceVersion, in a Table.
-					rv := ""
-					if m, err := meta.Accessor(obj); err == nil {
-						rv = m.GetResourceVersion()
-					}
-					t := &metav1.Table{ListMeta: metav1.ListMeta{ResourceVersion: rv}}
-					t.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("Table"))
-					obj = t
 				case out.as == "PartialObjectMetadata" || out.as == "PartialObjectMetadataList":
 					obj = partialMetadata(obj)
 				default:

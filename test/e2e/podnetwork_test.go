@@ -289,7 +289,7 @@ spec:
 	if err != nil {
 		t.Fatalf("skiff agent --cleanup: %v\n%s", err, out)
 	}
-	framework.MustContain(t, "skiff agent --cleanup", out, "stopped and removed 2 pods", "removed the bridge cni0",
+	framework.MustContain(t, "skiff agent --cleanup", out, "stopped and removed 3 pods", "removed the bridge cni0",
 		"removed flannel's device, routes and rules", "removed kube-proxy's rules")
 	if left := testimages.ProcessesMentioning(agent.DataDir); len(left) > 0 {
 		t.Errorf("processes of the node left after --cleanup: %q", left)

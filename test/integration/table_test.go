@@ -53,7 +53,8 @@ func TestGetOneAsTable(t *testing.T) {
 
 // TestWatchAsTable: a watch asked for Tables (kubectl get --watch, the
 // WatchList conformance spec) sends each object as the Table a get of it
-// gives: its resourceVersion included, column definitions only first.
+// gives: its resourceVersion included, column definitions only first; the
+// bookmark that ends the initial events as well.
 func TestWatchAsTable(t *testing.T) {
 	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
 	ctx := ctxFor(t)
@@ -101,5 +102,22 @@ func TestWatchAsTable(t *testing.T) {
 	watched := byName["a"]
 	if watched.ResourceVersion == "" || watched.ResourceVersion != got.ResourceVersion {
 		t.Errorf("the watch's Table of a has resourceVersion %q, the get's %q", watched.ResourceVersion, got.ResourceVersion)
+	}
+	// The bookmark closing the initial events is a Table too, whose one
+	// row's object is the bookmark's metadata with the annotation.
+	var bookmark struct {
+		Type   string `json:"type"`
+		Object struct {
+			Rows []struct {
+				Object metav1.PartialObjectMetadata `json:"object"`
+			} `json:"rows"`
+		} `json:"object"`
+	}
+	if err := dec.Decode(&bookmark); err != nil {
+		t.Fatal(err)
+	}
+	if bookmark.Type != "BOOKMARK" || len(bookmark.Object.Rows) != 1 ||
+		bookmark.Object.Rows[0].Object.Annotations[metav1.InitialEventsAnnotationKey] != "true" {
+		t.Errorf("the initial events' bookmark: %+v, want a Table of one row annotated %s", bookmark, metav1.InitialEventsAnnotationKey)
 	}
 }
