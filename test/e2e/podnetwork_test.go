@@ -289,6 +289,7 @@ spec:
 	if err != nil {
 		t.Fatalf("skiff agent --cleanup: %v\n%s", err, out)
 	}
+	// (web-b, client-b and the ended incluster-b)
 	framework.MustContain(t, "skiff agent --cleanup", out, "stopped and removed 3 pods", "removed the bridge cni0",
 		"removed flannel's device, routes and rules", "removed kube-proxy's rules")
 	if left := testimages.ProcessesMentioning(agent.DataDir); len(left) > 0 {
