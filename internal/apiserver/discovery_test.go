@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin/builtintest"
 )
@@ -239,7 +241,8 @@ func (a aggregatedAPIs) Discovery() []apidiscoveryv2.APIGroupDiscovery { return 
 // TestAggregatedAPIsInDiscovery: other servers' groups follow the
 // catalog's in /apis (legacy and aggregated) and answer /apis/<group>; a
 // version of a group served here joins that group; their group versions'
-// requests, discovery included, go to the proxy after authorization.
+// requests, discovery included, go to the proxy after authorization and
+// without the caller's credentials; a refused caller gets skiff's 403.
 func TestAggregatedAPIsInDiscovery(t *testing.T) {
 	metrics := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "metrics.k8s.io"}, Versions: []apidiscoveryv2.APIVersionDiscovery{
 		{Version: "v1beta1", Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent, Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "pods", Verbs: []string{"get", "list"}}}},
@@ -248,14 +251,24 @@ func TestAggregatedAPIsInDiscovery(t *testing.T) {
 		{Version: "v2alpha1", Freshness: apidiscoveryv2.DiscoveryFreshnessStale},
 	}}
 	var proxied []string
-	s, err := New(Config{Resources: builtintest.Catalog(t), Authenticate: func(*http.Request) (User, bool) {
+	// The admin is in system:masters; nobody has no rights (the
+	// authorizer denies everything else).
+	s, err := New(Config{Resources: builtintest.Catalog(t), Authenticate: func(r *http.Request) (User, bool) {
+		if r.Header.Get("Authorization") == "Bearer nobody" {
+			return User{Name: "nobody"}, true
+		}
 		return User{Name: "admin", Groups: []string{"system:masters"}}, true
-	}})
+	}, Authorizer: authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+		return authorizer.DecisionDeny, "", nil
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.SetAggregated(aggregatedAPIs{groups: []apidiscoveryv2.APIGroupDiscovery{metrics, apps}, proxy: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		proxied = append(proxied, r.URL.Path)
+		if r.Header.Get("Authorization") != "" {
+			t.Errorf("the proxy was handed the caller's credentials: %q", r.Header.Get("Authorization"))
+		}
 		w.WriteHeader(http.StatusTeapot)
 	})})
 	srv := httptest.NewServer(s)
@@ -286,7 +299,9 @@ func TestAggregatedAPIsInDiscovery(t *testing.T) {
 		t.Errorf("aggregated /apis ends with %+v, want %+v", got, metrics)
 	}
 	for _, path := range []string{"/apis/metrics.k8s.io/v1beta1", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods", "/apis/apps/v2alpha1/deployments"} {
-		resp, err := http.Get(srv.URL + path)
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer admin-token")
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,6 +317,17 @@ func TestAggregatedAPIsInDiscovery(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/apis/apps/v1 (served here): %d", resp.StatusCode)
+	}
+	// A caller the authorizer refuses gets skiff's 403; nothing is proxied.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/apis/metrics.k8s.io/v1beta1/namespaces/default/pods", nil)
+	req.Header.Set("Authorization", "Bearer nobody")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("nobody's request of an aggregated group: %d, want 403", resp.StatusCode)
 	}
 	if len(proxied) != 3 {
 		t.Errorf("proxied %v, want the three requests of other servers' group versions", proxied)

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/utils/clock"
 
@@ -78,9 +80,13 @@ type Config struct {
 	Version version.Info
 	// Clock stamps creation and deletion times; nil means the real clock.
 	Clock clock.PassiveClock
-	// Ready reports whether the server may answer /readyz with ok (storage
-	// reachable, start-up done); nil means always.
-	Ready func(ctx context.Context) error
+	// HealthChecks are checked by /healthz, /livez and /readyz besides
+	// ping and log (kube-apiserver's etcd, its post-start hooks,
+	// autoregister-completion); ReadyChecks by /readyz alone. Each is also
+	// served at its own path (/readyz/etcd), and ?verbose and ?exclude=
+	// work as in kube-apiserver (upstream's healthz handlers).
+	// AddHealthChecks adds checks after the server is built.
+	HealthChecks, ReadyChecks []healthz.HealthChecker
 	// Journey records each pod create's first two steps (accepted by
 	// whom; stored at which revision); nil records nothing.
 	Journey *journey.Recorder
@@ -118,6 +124,10 @@ type Server struct {
 	// admission is cfg.Admission as handlers run it (managed fields
 	// checked after mutating plugins).
 	admission admission.Interface
+	// health serves /healthz, /livez and /readyz and their checks' paths;
+	// healthMu serializes its rebuilding.
+	health   atomic.Pointer[http.ServeMux]
+	healthMu sync.Mutex
 }
 
 // New validates the config and builds the server; Run must be called to
@@ -136,7 +146,46 @@ func New(cfg Config) (*Server, error) {
 		s.clock = clock.RealClock{}
 	}
 	s.admission = withManagedFieldsCheck(cfg.Admission)
+	s.installHealth()
 	return s, nil
+}
+
+// AddHealthChecks adds checks to /healthz, /livez and /readyz, or to
+// /readyz alone; it must be called before the server takes requests.
+func (s *Server) AddHealthChecks(readyOnly bool, checks ...healthz.HealthChecker) {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	if readyOnly {
+		s.cfg.ReadyChecks = append(s.cfg.ReadyChecks, checks...)
+	} else {
+		s.cfg.HealthChecks = append(s.cfg.HealthChecks, checks...)
+	}
+	s.installHealthLocked()
+}
+
+func (s *Server) installHealth() {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	s.installHealthLocked()
+}
+
+// installHealthLocked builds the health endpoints with upstream's
+// handlers: ping, log and the configured checks; /readyz also fails
+// while the server has not started or is shutting down.
+func (s *Server) installHealthLocked() {
+	checks := append([]healthz.HealthChecker{healthz.PingHealthz, healthz.LogHealthz}, s.cfg.HealthChecks...)
+	ready := append(slices.Clone(checks), s.cfg.ReadyChecks...)
+	ready = append(ready, healthz.NamedCheck("shutdown", func(*http.Request) error {
+		if !s.ready.Load() {
+			return errors.New("the server is not serving: not started, or shutting down")
+		}
+		return nil
+	}))
+	mux := http.NewServeMux()
+	healthz.InstallHandler(mux, checks...)
+	healthz.InstallLivezHandler(mux, checks...)
+	healthz.InstallReadyzHandler(mux, ready...)
+	s.health.Store(mux)
 }
 
 // SetOpenAPI sets the handler of /openapi/...; it must be called before
@@ -164,10 +213,12 @@ func (s *Server) SetAggregated(a AggregatedAPIs) {
 	s.cfg.Aggregated = a
 }
 
-// Run reports the server ready and waits until ctx ends.
+// Run reports the server ready and waits until ctx ends, when /readyz
+// starts failing.
 func (s *Server) Run(ctx context.Context) error {
 	s.ready.Store(true)
 	<-ctx.Done()
+	s.ready.Store(false)
 	return nil
 }
 
@@ -202,11 +253,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	path := r.URL.Path
-	switch path {
-	case "/healthz", "/livez", "/readyz", "/healthz/", "/livez/", "/readyz/":
-		s.serveHealth(w, r)
+	switch {
+	case isHealthPath(path):
+		s.health.Load().ServeHTTP(w, r)
 		return
-	case "/version", "/version/":
+	case path == "/version" || path == "/version/":
 		s.writeJSON(w, http.StatusOK, s.cfg.Version)
 		return
 	}
@@ -219,6 +270,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(withUser(r.Context(), user))
+	// As kube-apiserver's authentication filter: the credentials stop
+	// here, whichever authenticated, so that nothing past it (a proxy to
+	// an aggregated server, a kubelet) is handed a bearer token.
+	r.Header.Del("Authorization")
 	if s.cfg.AuditPolicy != nil && s.cfg.AuditSink != nil {
 		s.serveAudited(w, r, info)
 		return
@@ -265,6 +320,13 @@ func (s *Server) serveAuthenticated(w http.ResponseWriter, r *http.Request, info
 	if s.cfg.Aggregated != nil {
 		if gv, ok := apisGroupVersion(path); ok {
 			if proxy := s.cfg.Aggregated.Proxy(gv); proxy != nil {
+				if !isLongRunning(info) {
+					// The server's request timeout, which local handlers
+					// apply themselves (withTimeout).
+					ctx, cancel := withTimeout(r.Context())
+					defer cancel()
+					r = r.WithContext(ctx)
+				}
 				proxy.ServeHTTP(w, r)
 				return
 			}
@@ -302,25 +364,15 @@ func serveProfiling(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
-	check := func() error {
-		if !s.ready.Load() && strings.HasPrefix(r.URL.Path, "/readyz") {
-			return fmt.Errorf("not started")
+// isHealthPath reports whether path is /healthz, /livez, /readyz or one
+// of their checks' paths, which anonymous callers may read.
+func isHealthPath(path string) bool {
+	for _, root := range []string{"/healthz", "/livez", "/readyz"} {
+		if rest, ok := strings.CutPrefix(path, root); ok && (rest == "" || rest[0] == '/') {
+			return true
 		}
-		if s.cfg.Ready != nil {
-			return s.cfg.Ready(r.Context())
-		}
-		return nil
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if err := check(); err != nil {
-		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, "[-]check failed: %v\n%s check failed\n", err, strings.Trim(r.URL.Path, "/"))
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte("ok"))
+	return false
 }
 
 // isLongRunning reports whether a request is one kube-apiserver does not

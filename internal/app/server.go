@@ -26,6 +26,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/websocket"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -322,12 +323,13 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		Paths:        paths,
 		Journey:      journeys,
 		Version:      Version(),
-		Ready: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// kube-apiserver's storage check: etcd answers a read.
+		HealthChecks: []healthz.HealthChecker{healthz.NamedCheck("etcd", func(r *http.Request) error {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
 			_, err := client.Get(ctx, "/registry/health-check")
 			return err
-		},
+		})},
 	}
 	if auditor != nil {
 		apiCfg.AuditPolicy, apiCfg.AuditSink = auditor.policy, auditor.backend
@@ -384,6 +386,23 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return err
 	}
 	api.SetAggregated(aggregated)
+	// What kube-apiserver's health endpoints check of the start-up, each
+	// failing until its step is done: the APIServices registered at start
+	// Available, the RBAC bootstrap policy and the APF configuration
+	// created; /readyz also waits for the shared informers' caches.
+	rbacBootstrapped, apfConfigured := make(chan struct{}), make(chan struct{})
+	api.AddHealthChecks(false,
+		healthz.NamedCheck("autoregister-completion", func(*http.Request) error {
+			select {
+			case <-apiServices.Registered():
+				return nil
+			default:
+				return fmt.Errorf("missing APIService: %v", apiServices.Pending())
+			}
+		}),
+		doneCheck("poststarthook/rbac/bootstrap-roles", rbacBootstrapped),
+		doneCheck("poststarthook/priority-and-fairness-config-producer", apfConfigured))
+	api.AddHealthChecks(true, healthz.NewInformerSyncHealthz(apiInformers))
 	openAPI, err := openapi.New(catalog)
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
@@ -491,10 +510,17 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := ensureRBACPolicy(gctx, loopback); err != nil {
 			return err
 		}
+		close(rbacBootstrapped)
 		if err := ensureNodeBootstrapBindings(gctx, cs); err != nil {
 			return err
 		}
-		g.Go(func() error { return ensureAPFConfiguration(gctx, loopback, apiInformers) })
+		g.Go(func() error {
+			if err := ensureAPFConfiguration(gctx, loopback, apiInformers); err != nil || gctx.Err() != nil {
+				return err
+			}
+			close(apfConfigured)
+			return nil
+		})
 		if err := ensureFlannelConfig(gctx, cs, netConf); err != nil {
 			return err
 		}
@@ -699,4 +725,17 @@ func loopbackFor(bind string) string {
 		return "127.0.0.1"
 	}
 	return bind
+}
+
+// doneCheck is a health check named name that fails until done is
+// closed: a start-up step as kube-apiserver's post-start hooks report.
+func doneCheck(name string, done <-chan struct{}) healthz.HealthChecker {
+	return healthz.NamedCheck(name, func(*http.Request) error {
+		select {
+		case <-done:
+			return nil
+		default:
+			return errors.New("not finished")
+		}
+	})
 }

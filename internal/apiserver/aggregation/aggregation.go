@@ -232,6 +232,10 @@ func (p *serviceProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		transport.SetAuthProxyHeaders(req, caller.GetName(), caller.GetUID(), caller.GetGroups(), caller.GetExtra())
 	}
 	handler := proxy.NewUpgradeAwareHandler(location, rt, true, upgrade, errorResponder{w: w})
+	// kube-apiserver's --aggregator-reject-forwarding-redirect (on by
+	// default, CVE-2022-3172): a redirect from the server behind is a 502,
+	// not passed on for the client to follow.
+	handler.RejectForwardingRedirects = true
 	handler.ServeHTTP(w, req)
 }
 

@@ -75,6 +75,8 @@ func newBackend(t *testing.T, frontProxy *pki.CA) *backend {
 			})
 		case "/apis/e2e.example/v1/echoes":
 			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "EchoList", "apiVersion": "e2e.example/v1", "items": []any{}})
+		case "/apis/e2e.example/v1/moved":
+			http.Redirect(w, r, "https://example.com/elsewhere", http.StatusFound)
 		default:
 			http.NotFound(w, r)
 		}
@@ -123,8 +125,9 @@ func echoAPIService(caBundle []byte, available bool) *apiregistrationv1.APIServi
 
 // TestAggregator: requests of an APIService's group version go to its
 // server with the front proxy's certificate and the caller's identity in
-// headers, only while it is Available; its discovery is gathered; a
-// deleted APIService is no longer proxied.
+// headers (identity headers the caller sent replaced), only while it is
+// Available; a redirect from the server is a 502; its discovery is
+// gathered; a deleted APIService is no longer proxied.
 func TestAggregator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -161,7 +164,8 @@ func TestAggregator(t *testing.T) {
 	if a.Proxy(schema.GroupVersion{Group: "apps", Version: "v1"}) != nil {
 		t.Error("a group version no APIService of a Service names is proxied")
 	}
-	serve := func() *httptest.ResponseRecorder {
+	// serveAt proxies a GET of path as alice, with extra request headers.
+	serveAt := func(path string, header http.Header) *httptest.ResponseRecorder {
 		var proxy http.Handler
 		if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 			proxy = a.Proxy(gv)
@@ -169,12 +173,18 @@ func TestAggregator(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("e2e.example/v1 is not proxied: %v", err)
 		}
-		r := httptest.NewRequest(http.MethodGet, "/apis/e2e.example/v1/echoes?limit=5", nil)
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		for k, v := range header {
+			r.Header[k] = v
+		}
 		r = r.WithContext(genericapirequest.WithUser(r.Context(), &user.DefaultInfo{Name: "alice", Groups: []string{"dev", "system:authenticated"}}))
 		w := httptest.NewRecorder()
 		proxy.ServeHTTP(w, r)
 		return w
 	}
+	// A caller's own identity headers are replaced, not passed on.
+	spoofed := http.Header{"X-Remote-User": {"mallory"}, "X-Remote-Group": {"system:masters"}, "X-Remote-Extra-Scopes": {"all"}}
+	serve := func() *httptest.ResponseRecorder { return serveAt("/apis/e2e.example/v1/echoes?limit=5", spoofed) }
 	if w := serve(); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("while not Available: %d %s, want 503", w.Code, w.Body)
 	}
@@ -195,6 +205,11 @@ func TestAggregator(t *testing.T) {
 	}
 	if last.proxyCN != pki.FrontProxyClientName || last.user != "alice" || strings.Join(last.groups, ",") != "dev,system:authenticated" {
 		t.Errorf("the server saw %+v, want the front proxy's certificate for alice in dev and system:authenticated", last)
+	}
+	// A redirect from the server behind is not passed on (kube-apiserver's
+	// --aggregator-reject-forwarding-redirect).
+	if w := serveAt("/apis/e2e.example/v1/moved", nil); w.Code != http.StatusBadGateway || w.Header().Get("Location") != "" {
+		t.Errorf("a redirect from the server: %d, Location %q, want 502 without it", w.Code, w.Header().Get("Location"))
 	}
 
 	// Discovery: asked of the server (its legacy document, since it has
