@@ -389,9 +389,13 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	// What kube-apiserver's health endpoints check of the start-up, each
 	// failing until its step is done: the APIServices registered at start
 	// Available, the RBAC bootstrap policy and the APF configuration
-	// created; /readyz also waits for the shared informers' caches.
+	// created, the shared informers' caches synced. /readyz alone checks
+	// them: /healthz and /livez say only whether the server lives, since
+	// the controller manager in this process waits for /healthz before it
+	// starts (at most 10 s, upstream's WaitForAPIServer), and the
+	// APIServices' availability needs its controllers.
 	rbacBootstrapped, apfConfigured := make(chan struct{}), make(chan struct{})
-	api.AddHealthChecks(false,
+	api.AddHealthChecks(true,
 		healthz.NamedCheck("autoregister-completion", func(*http.Request) error {
 			select {
 			case <-apiServices.Registered():
@@ -401,8 +405,8 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			}
 		}),
 		doneCheck("poststarthook/rbac/bootstrap-roles", rbacBootstrapped),
-		doneCheck("poststarthook/priority-and-fairness-config-producer", apfConfigured))
-	api.AddHealthChecks(true, healthz.NewInformerSyncHealthz(apiInformers))
+		doneCheck("poststarthook/priority-and-fairness-config-producer", apfConfigured),
+		healthz.NewInformerSyncHealthz(apiInformers))
 	openAPI, err := openapi.New(catalog)
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
