@@ -11,7 +11,15 @@ import (
 
 // longRunning tells the requests whose audit events have a
 // ResponseStarted stage (watches, proxies, streams), as kube-apiserver's.
-var longRunning = genericfilters.BasicLongRunningRequestCheck(sets.NewString("watch", "proxy"), sets.NewString("attach", "exec", "proxy", "log", "portforward"))
+var longRunning = genericfilters.BasicLongRunningRequestCheck(longRunningVerbs, longRunningSubresources)
+
+// longRunningVerbs and longRunningSubresources are kube-apiserver's
+// long-running requests: watches and streams, which neither the request
+// timeout bounds nor audit waits for.
+var (
+	longRunningVerbs        = sets.NewString("watch", "proxy")
+	longRunningSubresources = sets.NewString("attach", "exec", "proxy", "log", "portforward")
+)
 
 // serveAudited serves an authenticated request through kube-apiserver's
 // audit filters (upstream's WithAuditInit and WithAudit): the policy's

@@ -241,8 +241,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(r.URL.RawQuery, "timeout=") && !isLongRunning(info) {
 		// kube-apiserver's request deadline: the caller's timeout when
 		// shorter than the server's, a bad one refused before anything.
-		d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
-		if err != nil && r.URL.Query().Get("timeout") != "" {
+		timeout := r.URL.Query().Get("timeout")
+		d, err := time.ParseDuration(timeout)
+		if err != nil && timeout != "" {
 			s.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("invalid timeout specified in the request URL - %v", err)))
 			return
 		}
@@ -378,14 +379,7 @@ func isHealthPath(path string) bool {
 // isLongRunning reports whether a request is one kube-apiserver does not
 // bound with its request timeout: watches and streams.
 func isLongRunning(info requestInfo) bool {
-	if info.Verb == "watch" {
-		return true
-	}
-	switch info.Subresource {
-	case "attach", "exec", "proxy", "log", "portforward":
-		return true
-	}
-	return false
+	return longRunningVerbs.Has(info.Verb) || longRunningSubresources.Has(info.Subresource)
 }
 
 // apisGroupVersion returns the group version of a path under

@@ -33,19 +33,27 @@ rules:
 - level: Metadata
 `
 
+// auditedCluster runs a cluster that audits with auditPolicy into
+// audit.log of a directory of its own (cfg gives the rotation), and
+// returns the log's path.
+func auditedCluster(t *testing.T, cfg app.AuditConfig) (*framework.Cluster, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg.PolicyFile, cfg.LogPath = filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(cfg.PolicyFile, []byte(auditPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true, Controllers: []string{"serviceaccount-controller"}, Audit: cfg})
+	return c, cfg.LogPath
+}
+
 // TestAuditLog runs the server with an audit policy and log, as
 // kube-apiserver's --audit-policy-file and --audit-log-path: requests are
 // recorded as audit.k8s.io/v1 events, one JSON line each, with the user,
 // the verb, the object, the response's code and the authorization
 // decision; the policy's None rules keep the server's own requests out.
 func TestAuditLog(t *testing.T) {
-	dir := t.TempDir()
-	policy, logPath := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "audit.log")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := framework.NewCluster(t, framework.Options{DisableScheduler: true, Controllers: []string{"serviceaccount-controller"},
-		Audit: app.AuditConfig{PolicyFile: policy, LogPath: logPath}})
+	c, logPath := auditedCluster(t, app.AuditConfig{})
 	ctx := context.Background()
 	bob, err := kubernetes.NewForConfig(c.InProcessConfig("bob", "developers"))
 	if err != nil {
@@ -120,13 +128,8 @@ func TestAuditLog(t *testing.T) {
 // kube-apiserver's lumberjack backend, keeping at most two old files
 // beside the current one, each a file of whole JSON events.
 func TestAuditLogRotation(t *testing.T) {
-	dir := t.TempDir()
-	policy, logPath := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "audit.log")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := framework.NewCluster(t, framework.Options{DisableScheduler: true, Controllers: []string{"serviceaccount-controller"},
-		Audit: app.AuditConfig{PolicyFile: policy, LogPath: logPath, MaxSize: 1, MaxBackups: 2}})
+	c, logPath := auditedCluster(t, app.AuditConfig{MaxSize: 1, MaxBackups: 2})
+	dir := filepath.Dir(logPath)
 	ctx := context.Background()
 	seen := map[string]bool{}
 	rotated := func() []string {
