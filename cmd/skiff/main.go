@@ -163,6 +163,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	fs.StringVar(&cfg.NodeIP, "node-ip", "", "the local node's InternalIP (default: detected)")
 	var nodePortAddresses string
 	fs.BoolVar(&cfg.DisableKubeProxy, "disable-kube-proxy", false, "run no service proxy (kube-proxy) on the local node")
+	fs.BoolVar(&cfg.DisableNetworkPolicy, "disable-network-policy", false, "enforce no NetworkPolicy on the local node (they are stored, not applied)")
 	fs.StringVar(&cfg.ClusterDNS, "cluster-dns", "", "kubelet's --cluster-dns: comma-separated nameservers of ClusterFirst pods (default: "+app.ClusterDNSServiceIP+", the kube-dns Service, when the server serves cluster DNS; else none, and such pods get the node's resolv.conf)")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "kubelet's --cluster-domain: the cluster's DNS domain, searched by ClusterFirst pods, and the domain cluster DNS answers for")
 	fs.BoolVar(&cfg.DNS.Disable, "disable-cluster-dns", false, "serve no cluster DNS: no CoreDNS, no kube-dns Service")
@@ -293,6 +294,7 @@ func runAgent(args []string) int {
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	var nodePortAddresses string
 	fs.BoolVar(&cfg.DisableKubeProxy, "disable-kube-proxy", false, "run no service proxy (kube-proxy) on this node")
+	fs.BoolVar(&cfg.DisableNetworkPolicy, "disable-network-policy", false, "enforce no NetworkPolicy on this node (they are stored, not applied)")
 	fs.StringVar(&cfg.ClusterDNS, "cluster-dns", app.ClusterDNSServiceIP, "kubelet's --cluster-dns: comma-separated nameservers of ClusterFirst pods (the kube-dns Service the server keeps; empty: none, and such pods get the node's resolv.conf)")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "kubelet's --cluster-domain: the cluster's DNS domain, searched by ClusterFirst pods")
 	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "", "kube-proxy's --cluster-cidr: the cluster's pod range, whose traffic is the cluster's own (default: traffic from this node's pod bridge is)")

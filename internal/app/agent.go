@@ -26,6 +26,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/kubelet/cri"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 	"github.com/skiff-sh/skiff/internal/kubeproxy"
+	"github.com/skiff-sh/skiff/internal/networkpolicy"
 	"github.com/skiff-sh/skiff/internal/pki"
 )
 
@@ -91,6 +92,9 @@ type AgentConfig struct {
 	// agent stops. By default they stay, so that Services keep working
 	// while the agent restarts.
 	KubeProxyCleanupOnStop bool
+	// DisableNetworkPolicy enforces no NetworkPolicy on the node (k3s's
+	// --disable-network-policy): policies are stored but not applied.
+	DisableNetworkPolicy bool
 	// Cleanup is --cleanup: clean up the node (CleanupNode) instead of
 	// running it.
 	Cleanup bool
@@ -175,6 +179,13 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 			prc = cfg.KubeProxyRESTConfig
 		}
 		if proxy, err = newKubeProxy(cfg, prc); err != nil {
+			return err
+		}
+	}
+
+	var policies *networkpolicy.Enforcer
+	if !cfg.DisableNetworkPolicy {
+		if policies, err = newNetworkPolicyEnforcer(cfg, rc); err != nil {
 			return err
 		}
 	}
@@ -274,6 +285,9 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if proxy != nil {
 		g.Go(func() error { return proxy.Run(gctx) })
 	}
+	if policies != nil {
+		g.Go(func() error { return policies.Run(gctx) })
+	}
 	err = g.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Stopped while a part was still starting: a normal stop.
@@ -300,6 +314,20 @@ func newKubeProxy(cfg AgentConfig, rc *rest.Config) (*kubeproxy.Proxy, error) {
 		NodeName: cfg.NodeName, ClusterCIDRs: splitList(cfg.ClusterCIDR), Bridge: bridge,
 		NodePortAddresses: cfg.NodePortAddresses, CleanupOnStop: cfg.KubeProxyCleanupOnStop,
 	}, client)
+}
+
+// newNetworkPolicyEnforcer builds the node's NetworkPolicy enforcer with a
+// client of its own, as the node (system:nodes may list and watch what it
+// reads: ensureNetworkPolicyReaders).
+func newNetworkPolicyEnforcer(cfg AgentConfig, rc *rest.Config) (*networkpolicy.Enforcer, error) {
+	prc := rest.CopyConfig(rc)
+	prc.UserAgent = "skiff-network-policy/" + cfg.NodeName
+	prc.QPS, prc.Burst = 5, 10
+	client, err := kubernetes.NewForConfig(prc)
+	if err != nil {
+		return nil, err
+	}
+	return networkpolicy.New(networkpolicy.Config{NodeName: cfg.NodeName}, client)
 }
 
 // splitList splits a comma-separated list (CIDRs, addresses), dropping

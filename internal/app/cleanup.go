@@ -22,6 +22,8 @@ import (
 	"github.com/skiff-sh/skiff/internal/flannel"
 	"github.com/skiff-sh/skiff/internal/kubelet/cri"
 	"github.com/skiff-sh/skiff/internal/kubeproxy"
+	"github.com/skiff-sh/skiff/internal/netnslock"
+	"github.com/skiff-sh/skiff/internal/networkpolicy"
 )
 
 // CleanupConfig is `skiff agent --cleanup` (and `skiff server
@@ -105,6 +107,14 @@ func CleanupNode(ctx context.Context, cfg CleanupConfig) error {
 		step("kube-proxy's rules", err)
 	default:
 		step("removed kube-proxy's rules", nil)
+	}
+	switch removed, err := networkpolicy.CleanupNamespace(); {
+	case err != nil && errors.As(err, new(*netnslock.HeldError)):
+		step("kept the network policy chain (another skiff enforces policies in this network namespace)", nil)
+	case err != nil:
+		step("the network policy chain", err)
+	case removed:
+		step("removed the network policy chain "+networkpolicy.Chain, nil)
 	}
 	step("removed containerd's runtime state", os.RemoveAll(filepath.Join(agentDir, "containerd", "state")))
 	return errors.Join(errs...)

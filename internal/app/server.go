@@ -127,6 +127,8 @@ type ServerConfig struct {
 	// the local agent's (AgentConfig); its kube-proxy takes
 	// ControllerManager.ClusterCIDR as its --cluster-cidr.
 	DisableKubeProxy bool
+	// DisableNetworkPolicy is the local agent's (AgentConfig).
+	DisableNetworkPolicy bool
 	// FlannelBackend is the pod network's backend across nodes (k3s's
 	// --flannel-backend): vxlan, host-gw, or none. With
 	// ControllerManager.ClusterCIDR set and a backend other than none,
@@ -528,6 +530,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := ensureFlannelConfig(gctx, cs, netConf); err != nil {
 			return err
 		}
+		if err := ensureNetworkPolicyReaders(gctx, cs); err != nil {
+			return err
+		}
 		apiInformers.WaitForCacheSync(gctx.Done())
 		if err := bootstrapNamespaces(gctx, cs); err != nil {
 			return err
@@ -602,6 +607,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 					ClusterDNS: clusterDNS, ClusterDomain: cfg.ClusterDomain,
 					DisableKubeProxy: cfg.DisableKubeProxy, ClusterCIDR: cfg.ControllerManager.ClusterCIDR,
 					NodePortAddresses: cfg.NodePortAddresses, KubeProxyCleanupOnStop: cfg.KubeProxyCleanupOnStop,
+					DisableNetworkPolicy: cfg.DisableNetworkPolicy,
 				})
 			})
 		}

@@ -6,11 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -33,6 +28,8 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/healthcheck"
 	proxymetrics "k8s.io/kubernetes/pkg/proxy/metrics"
 	"k8s.io/kubernetes/pkg/proxy/nftables"
+
+	"github.com/skiff-sh/skiff/internal/netnslock"
 )
 
 // Proxy is the node's service proxy. Build it with New, run it with Run.
@@ -242,38 +239,19 @@ func (p *Proxy) cleanupAfterStop(ctx context.Context) error {
 	return Cleanup(ctx)
 }
 
-// lockNetNS takes the lock of this network namespace's proxy: a file in
-// dir named for the namespace's inode, flock'ed for as long as the proxy
-// runs and holding its PID. kube-proxy's nftables table has a fixed name,
+// lockNetNS takes the lock of this network namespace's proxy
+// (internal/netnslock). kube-proxy's nftables table has a fixed name,
 // `kube-proxy`, and every proxier resyncs the whole table: two in one
 // namespace would each remove the other's rules. So a second one is
 // refused, naming the holder.
 func lockNetNS(dir string) (unlock func(), err error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/ns/net", &st); err != nil {
-		return nil, fmt.Errorf("kube-proxy: network namespace: %w", err)
+	unlock, err = netnslock.Acquire(dir, "kube-proxy")
+	var held *netnslock.HeldError
+	if errors.As(err, &held) {
+		return nil, fmt.Errorf("kube-proxy: another skiff (pid %s) runs kube-proxy in this network namespace, and both would program the one nftables table `kube-proxy`; stop it, or run this node with --disable-kube-proxy (lock %s)",
+			held.PID, held.Path)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("kube-proxy: lock dir: %w", err)
-	}
-	path := filepath.Join(dir, "kube-proxy-netns-"+strconv.FormatUint(st.Ino, 10)+".lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("kube-proxy: lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("kube-proxy: another skiff (pid %s) runs kube-proxy in this network namespace, and both would program the one nftables table `kube-proxy`; stop it, or run this node with --disable-kube-proxy (lock %s)",
-				strings.TrimSpace(string(holder)), path)
-		}
-		return nil, fmt.Errorf("kube-proxy: lock %s: %w", path, err)
-	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return func() { f.Close() }, nil
+	return unlock, err
 }
 
 // CleanupNamespace is Cleanup for a node that leaves: it removes the rules

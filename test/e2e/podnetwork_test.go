@@ -107,13 +107,14 @@ func TestPodNetwork(t *testing.T) {
 		}
 	}
 
-	fetch := func(client, url string) (string, error) {
-		out, stderr, err := s.Kubectl(t, "1.33", "exec", "-n", ns, client, "--", "timeout", "5", "wget", "-q", "-O-", url)
+	fetchIn := func(namespace, client, url string) (string, error) {
+		out, stderr, err := s.Kubectl(t, "1.33", "exec", "-n", namespace, client, "--", "timeout", "5", "wget", "-q", "-O-", url)
 		if err != nil {
 			return "", fmt.Errorf("%v: %s", err, stderr)
 		}
 		return strings.TrimSpace(out), nil
 	}
+	fetch := func(client, url string) (string, error) { return fetchIn(ns, client, url) }
 	// Across nodes by pod IP, both ways, and the server sees the client's
 	// pod IP: no NAT inside the cluster range.
 	for _, c := range []struct{ client, web string }{{"client-a", "web-b"}, {"client-b", "web-a"}, {"client-a", "web-a"}} {
@@ -250,6 +251,78 @@ spec:
 		t.Errorf("a request from client-b (%s) left the cluster from %q, want its node's address %s", ips["client-b"], from, hostB.IP)
 	}
 
+	// NetworkPolicy, enforced on both nodes. A policy that selects the web
+	// pods with no ingress rule refuses every connection to web-a (node
+	// A), from node B and from its own node; a second policy then lets in
+	// the pods of namespace netpol-visitors (on node B), on port 8080, and
+	// no one else. An egress policy in netpol-visitors, enforced on node
+	// B, stops its pod reaching out at all. With the policies gone,
+	// everyone reaches web-a again.
+	const visitors = "netpol-visitors"
+	k.ok("create", "namespace", visitors)
+	applyManifests(t, k, visitors, pod("visitor-b", agent.Node.Name, "sleep", "3600"))
+	k.ok("wait", "-n", visitors, "--for=condition=Ready", "pod/visitor-b", "--timeout=120s")
+	webA := "http://" + net.JoinHostPort(ips["web-a"], "8080") + "/"
+	reaches := func(namespace, client string) bool {
+		got, err := fetchIn(namespace, client, webA)
+		return err == nil && got == "web-a"
+	}
+	waitReach := func(namespace, client string, want bool, why string) {
+		t.Helper()
+		what := namespace + "/" + client + " reaches web-a " + why
+		if !want {
+			what = namespace + "/" + client + " is refused by web-a " + why
+		}
+		framework.WaitFor(t, time.Minute, what, func() (bool, error) { return reaches(namespace, client) == want, nil })
+	}
+	waitReach(visitors, "visitor-b", true, "before any policy")
+	applyManifests(t, k, ns, `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: web-deny-all
+spec:
+  podSelector:
+    matchLabels:
+      app: web
+  policyTypes: [Ingress]
+`)
+	waitReach(visitors, "visitor-b", false, "under web-deny-all")
+	waitReach(ns, "client-a", false, "under web-deny-all")
+	applyManifests(t, k, ns, `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: web-allow-visitors
+spec:
+  podSelector:
+    matchLabels:
+      app: web
+  policyTypes: [Ingress]
+  ingress:
+  - from:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: `+visitors+`
+    ports:
+    - port: 8080
+`)
+	waitReach(visitors, "visitor-b", true, "under web-allow-visitors")
+	if reaches(ns, "client-a") {
+		t.Errorf("%s/client-a reaches web-a under web-allow-visitors, which lets in only %s", ns, visitors)
+	}
+	applyManifests(t, k, visitors, `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: no-egress
+spec:
+  podSelector: {}
+  policyTypes: [Egress]
+`)
+	waitReach(visitors, "visitor-b", false, "under its namespace's no-egress")
+	k.ok("delete", "-n", visitors, "networkpolicy", "no-egress")
+	waitReach(visitors, "visitor-b", true, "once no-egress is deleted")
+	k.ok("delete", "-n", ns, "networkpolicy", "web-deny-all", "web-allow-visitors")
+	waitReach(ns, "client-a", true, "once the policies are deleted")
+
 	// The joined node renews its client certificate before it expires,
 	// and keeps working with the new one once the first has expired: its
 	// Lease is renewed and the API server reaches its kubelet (whose
@@ -289,9 +362,9 @@ spec:
 	if err != nil {
 		t.Fatalf("skiff agent --cleanup: %v\n%s", err, out)
 	}
-	// (web-b, client-b and the ended incluster-b)
-	framework.MustContain(t, "skiff agent --cleanup", out, "stopped and removed 3 pods", "removed the bridge cni0",
-		"removed flannel's device, routes and rules", "removed kube-proxy's rules")
+	// (web-b, client-b, visitor-b and the ended incluster-b)
+	framework.MustContain(t, "skiff agent --cleanup", out, "stopped and removed 4 pods", "removed the bridge cni0",
+		"removed flannel's device, routes and rules", "removed kube-proxy's rules", "removed the network policy chain SKIFF-NETPOL")
 	if left := testimages.ProcessesMentioning(agent.DataDir); len(left) > 0 {
 		t.Errorf("processes of the node left after --cleanup: %q", left)
 	}
@@ -307,12 +380,16 @@ spec:
 	if routes := hostB.Run(t, "ip", "route"); strings.Contains(routes, "10.42.") {
 		t.Errorf("routes to the cluster range left on host B after --cleanup:\n%s", routes)
 	}
+	if rules := hostB.Run(t, "iptables", "-t", "mangle", "-S"); strings.Contains(rules, "SKIFF-NETPOL") {
+		t.Errorf("the network policy chain left on host B after --cleanup:\n%s", rules)
+	}
 	if tables := hostB.Run(t, "nft", "list", "tables"); strings.Contains(tables, "flannel") || strings.Contains(tables, "kube-proxy") {
 		t.Errorf("nftables tables left on host B after --cleanup:\n%s", tables)
 	}
 	// The node's pods are gone from the machine; the API server is told so
 	// by their deletion (no kubelet is left to confirm it).
 	k.ok("delete", "pod", "-n", ns, "web-b", "client-b", "--force", "--grace-period=0")
+	k.ok("delete", "pod", "-n", visitors, "visitor-b", "--force", "--grace-period=0")
 }
 
 // readCert parses the first certificate of a PEM file.

@@ -81,16 +81,21 @@ func checkKubeProxyRemoved(t testing.TB) {
 }
 
 // kubeProxyArgs are the server flags for opts: kube-proxy off, or on with
-// its rules removed at stop.
+// its rules removed at stop. The NetworkPolicy enforcer, one per network
+// namespace too and whose chain outlives its agent (fail closed), runs
+// only on the hosts of NewHostNetwork, whose rules go with them.
 func kubeProxyArgs(opts Options) []string {
 	if !opts.EnableAgent {
 		return nil
 	}
-	if !opts.KubeProxy {
-		return []string{"--disable-kube-proxy"}
-	}
 	if opts.Host != nil {
+		if !opts.KubeProxy {
+			return []string{"--disable-kube-proxy"}
+		}
 		return nil // the host's rules go with its namespace
 	}
-	return []string{"--kube-proxy-cleanup-on-stop"}
+	if !opts.KubeProxy {
+		return []string{"--disable-kube-proxy", "--disable-network-policy"}
+	}
+	return []string{"--kube-proxy-cleanup-on-stop", "--disable-network-policy"}
 }

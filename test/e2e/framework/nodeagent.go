@@ -67,7 +67,7 @@ func StartAgent(t testing.TB, s *Server, avoid Node, extraArgs ...string) *Agent
 	return startAgent(t, s, node, nil, append([]string{
 		"--node-name", node.Name, "--pod-cidr", node.PodCIDR.String(), "--cni-bridge", node.Bridge, "--kubelet-port", "0",
 		// One kube-proxy per network namespace: the server's agent may run it.
-		"--disable-kube-proxy"}, extraArgs...))
+		"--disable-kube-proxy", "--disable-network-policy"}, extraArgs...))
 }
 
 // StartAgentOn is StartAgent for a node on host h (NewHostNetwork): the
