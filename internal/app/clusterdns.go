@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,7 +53,17 @@ const (
 	// mirroring controller touches slices of another manager.
 	kubeDNSManagedBy = "skiff"
 	coreDNSRole      = "system:coredns"
+	// kubeDNSServerAnnotation names, on a server's kube-dns slice, the
+	// address that server is listed at among the live API servers (the
+	// `kubernetes` Service's endpoints, from its master lease).
+	kubeDNSServerAnnotation = "skiff.dev/api-server"
 )
+
+// staleKubeDNSAfter is how long a kube-dns slice's server may be missing
+// from the live API servers before another server removes the slice: a
+// lease's lifetime plus the reconciler's interval, so that a server that
+// has just started, or renews late, is not taken for gone.
+const staleKubeDNSAfter = masterLeaseTTL + 10*time.Second
 
 // coreDNSClusterRole is kubeadm's ClusterRole for CoreDNS: what its
 // kubernetes plugin lists and watches.
@@ -96,22 +108,27 @@ func kubeDNSServiceObject() *corev1.Service {
 }
 
 // kubeDNSEndpointSlice is this server's endpoint of the kube-dns Service:
-// its CoreDNS at ip:port on node nodeName.
-func kubeDNSEndpointSlice(nodeName string, ip net.IP, port int32) *discoveryv1.EndpointSlice {
+// its CoreDNS at ip:port on node nodeName, ready (and serving) as its
+// ready plugin says.
+func kubeDNSEndpointSlice(nodeName string, ip net.IP, port int32, advertise net.IP, ready bool) *discoveryv1.EndpointSlice {
 	addressType := discoveryv1.AddressTypeIPv4
 	if ip.To4() == nil {
 		addressType = discoveryv1.AddressTypeIPv6
 	}
 	ep := discoveryv1.Endpoint{
 		Addresses:  []string{ip.String()},
-		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(ready), Terminating: ptr.To(false)},
 	}
 	if nodeName != "" {
 		ep.NodeName = ptr.To(nodeName)
 	}
+	var annotations map[string]string
+	if advertise != nil && !advertise.IsLoopback() {
+		annotations = map[string]string{kubeDNSServerAnnotation: advertise.String()}
+	}
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: kubeDNSService + "-" + nodeName, Namespace: metav1.NamespaceSystem,
+			Name: kubeDNSService + "-" + nodeName, Namespace: metav1.NamespaceSystem, Annotations: annotations,
 			Labels: map[string]string{
 				discoveryv1.LabelServiceName: kubeDNSService,
 				discoveryv1.LabelManagedBy:   kubeDNSManagedBy,
@@ -160,25 +177,39 @@ func startClusterDNS(ctx context.Context, cs kubernetes.Interface, keys *pki.Ser
 	if err != nil {
 		return nil, nil, err
 	}
-	slog.Info("cluster DNS is serving", "address", net.JoinHostPort(ip.String(), fmt.Sprint(srv.Port())), "service", metav1.NamespaceSystem+"/"+kubeDNSService, "clusterIP", ClusterDNSServiceIP)
+	slog.Info("cluster DNS is serving", "address", net.JoinHostPort(ip.String(), fmt.Sprint(srv.Port())), "health", srv.HealthURL(), "ready", srv.ReadyURL(), "service", metav1.NamespaceSystem+"/"+kubeDNSService, "clusterIP", ClusterDNSServiceIP)
 	return srv, ip, nil
 }
 
 // runClusterDNS keeps the kube-dns Service in kube-system and the
 // EndpointSlice naming srv (at ip, on node nodeName) until ctx ends, then
-// stops srv.
-func runClusterDNS(ctx context.Context, cs kubernetes.Interface, srv *clusterdns.Server, ip net.IP, nodeName string) {
+// stops srv. advertise is this server's address among the live API
+// servers, which liveServers lists: the slices of servers that have been
+// gone for staleKubeDNSAfter are removed (a server that stops removes its
+// own; one that crashed cannot).
+func runClusterDNS(ctx context.Context, cs kubernetes.Interface, srv *clusterdns.Server, ip net.IP, nodeName string, advertise net.IP, liveServers func() ([]string, error)) {
 	defer func() {
 		if err := srv.Stop(); err != nil {
 			slog.Warn("cluster DNS: stop", "err", err)
 		}
 	}()
-	slice := kubeDNSEndpointSlice(nodeName, ip, int32(srv.Port()))
+	missingSince := map[string]time.Time{}
 	// The Service and the slice are put back if deleted, as the
-	// `kubernetes` Service is.
+	// `kubernetes` Service is. The endpoint is ready as CoreDNS's ready
+	// plugin says, probed as a CoreDNS pod's readiness probe is (every
+	// 10 s; every second until it first answers ready).
+	period := time.Second
 	for {
+		ready := srv.Ready(ctx)
+		if ready {
+			period = 10 * time.Second
+		}
+		slice := kubeDNSEndpointSlice(nodeName, ip, int32(srv.Port()), advertise, ready)
 		if err := ensureKubeDNS(ctx, cs, slice); err != nil && ctx.Err() == nil {
 			slog.Warn("cluster DNS: kube-dns Service", "err", err)
+		}
+		if err := removeStaleKubeDNS(ctx, cs, slice.Name, liveServers, missingSince, time.Now()); err != nil && ctx.Err() == nil {
+			slog.Warn("cluster DNS: stale kube-dns endpoints", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -192,9 +223,57 @@ func runClusterDNS(ctx context.Context, cs kubernetes.Interface, srv *clusterdns
 				slog.Warn("cluster DNS: remove this server's kube-dns endpoint", "err", err)
 			}
 			return
-		case <-time.After(10 * time.Second):
+		case <-time.After(period):
 		}
 	}
+}
+
+// removeStaleKubeDNS deletes the kube-dns slices of other servers that
+// have been missing from liveServers since staleKubeDNSAfter before now;
+// missingSince remembers, across calls, when each was first seen missing.
+// Slices without the server annotation (a server on loopback has no
+// lease) are left alone.
+func removeStaleKubeDNS(ctx context.Context, cs kubernetes.Interface, own string, liveServers func() ([]string, error), missingSince map[string]time.Time, now time.Time) error {
+	live, err := liveServers()
+	if err != nil {
+		return err
+	}
+	list, err := cs.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + kubeDNSService + "," + discoveryv1.LabelManagedBy + "=" + kubeDNSManagedBy})
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	var errs []error
+	for _, s := range list.Items {
+		server := s.Annotations[kubeDNSServerAnnotation]
+		if s.Name == own || server == "" || slices.Contains(live, server) {
+			continue
+		}
+		seen[s.Name] = true
+		first, ok := missingSince[s.Name]
+		if !ok {
+			missingSince[s.Name] = now
+			continue
+		}
+		if now.Sub(first) < staleKubeDNSAfter {
+			continue
+		}
+		// Only the slice seen: a server that came back rewrote it.
+		err := cs.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, err)
+			continue
+		}
+		slog.Info("cluster DNS: removed the kube-dns endpoint of a server that is gone", "slice", s.Name, "server", server, "missingFor", now.Sub(first).Round(time.Second))
+		delete(missingSince, s.Name)
+	}
+	for name := range missingSince {
+		if !seen[name] {
+			delete(missingSince, name)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ensureKubeDNS creates the kube-dns Service when missing (an existing one
@@ -219,6 +298,7 @@ func ensureKubeDNS(ctx context.Context, cs kubernetes.Interface, slice *discover
 		return err
 	}
 	if apiequality.Semantic.DeepEqual(cur.Endpoints, slice.Endpoints) && apiequality.Semantic.DeepEqual(cur.Ports, slice.Ports) &&
+		cur.Annotations[kubeDNSServerAnnotation] == slice.Annotations[kubeDNSServerAnnotation] &&
 		cur.AddressType == slice.AddressType && cur.Labels[discoveryv1.LabelServiceName] == kubeDNSService && cur.Labels[discoveryv1.LabelManagedBy] == kubeDNSManagedBy {
 		return nil
 	}
@@ -234,6 +314,11 @@ func ensureKubeDNS(ctx context.Context, cs kubernetes.Interface, slice *discover
 	next.Endpoints, next.Ports = slice.Endpoints, slice.Ports
 	if next.Labels == nil {
 		next.Labels = map[string]string{}
+	}
+	if server := slice.Annotations[kubeDNSServerAnnotation]; server != "" {
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, kubeDNSServerAnnotation, server)
+	} else {
+		delete(next.Annotations, kubeDNSServerAnnotation)
 	}
 	next.Labels[discoveryv1.LabelServiceName] = kubeDNSService
 	next.Labels[discoveryv1.LabelManagedBy] = kubeDNSManagedBy

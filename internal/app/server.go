@@ -45,6 +45,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler"
 	"github.com/skiff-sh/skiff/internal/storage/encryption"
 	"github.com/skiff-sh/skiff/internal/storage/etcd3"
+	"github.com/skiff-sh/skiff/internal/storage/masterleases"
 )
 
 // ServerConfig is what `skiff server` is run with.
@@ -572,7 +573,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 				return err
 			}
 			g.Go(func() error {
-				runClusterDNS(gctx, cs, dns, dnsIP, nodeName)
+				runClusterDNS(gctx, cs, dns, dnsIP, nodeName, advertise, masterleases.New(client, masterLeaseTTL).ListLeases)
 				return nil
 			})
 		}

@@ -1,19 +1,22 @@
 // Package clusterdns serves the cluster's DNS with CoreDNS's own code,
-// embedded: its dnsserver and the kubernetes, forward, cache, errors and
-// loadbalance plugins, configured by a Corefile as CoreDNS is in a
+// embedded: its dnsserver and the kubernetes, forward, cache, errors,
+// health, ready and loadbalance plugins, configured by a Corefile as CoreDNS is in a
 // kubeadm or k3s cluster, and run inside skiff's server process instead of
 // a pod. The kube-dns Service that pods query is kept by the server
 // (internal/app); this package only runs the DNS server.
 package clusterdns
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
@@ -23,8 +26,10 @@ import (
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"
+	_ "github.com/coredns/coredns/plugin/health"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/ready"
 )
 
 // Config is what the DNS server is run with.
@@ -47,14 +52,22 @@ type Config struct {
 	// TTL is the records' time to live in seconds (CoreDNS's default, 5,
 	// when 0).
 	TTL int
+	// HealthPort and ReadyPort are where the health plugin (/health,
+	// liveness) and the ready plugin (/ready: 200 once the kubernetes
+	// plugin has synced) answer HTTP, on 127.0.0.1, as a CoreDNS pod's
+	// probes ask on 8080 and 8181. Start picks free ones when 0; Corefile
+	// leaves the plugins out when 0.
+	HealthPort, ReadyPort int
 }
 
 // Server is a running DNS server.
 type Server struct {
 	instance *caddy.Instance
 	port     int
-	stop     sync.Once
-	stopErr  error
+	// health and ready are the plugins' URLs.
+	health, ready string
+	stop          sync.Once
+	stopErr       error
 }
 
 // quiet keeps CoreDNS's and caddy's start-up banners off the server's
@@ -78,6 +91,16 @@ func Start(cfg Config) (*Server, error) {
 		}
 		port = p
 	}
+	for _, p := range []*int{&cfg.HealthPort, &cfg.ReadyPort} {
+		if *p == 0 {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, fmt.Errorf("cluster DNS: %w", err)
+			}
+			*p = ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
+		}
+	}
 	corefile, err := Corefile(cfg, port)
 	if err != nil {
 		return nil, err
@@ -89,7 +112,33 @@ func Start(cfg Config) (*Server, error) {
 		}
 		return nil, fmt.Errorf("cluster DNS: %w", err)
 	}
-	return &Server{instance: instance, port: port}, nil
+	return &Server{instance: instance, port: port,
+		health: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.HealthPort)) + "/health",
+		ready:  "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ReadyPort)) + "/ready"}, nil
+}
+
+// HealthURL is the health plugin's /health, ReadyURL the ready plugin's
+// /ready.
+func (s *Server) HealthURL() string { return s.health }
+func (s *Server) ReadyURL() string  { return s.ready }
+
+// Ready asks the ready plugin, as a CoreDNS pod's readiness probe does:
+// true when it answers 200 within a second. The ready plugin keeps its
+// state process-wide, so with several servers in one process (tests) it
+// speaks for the last one started.
+func (s *Server) Ready(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ready, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // Port is the port the server listens on, UDP and TCP.
@@ -127,6 +176,12 @@ func Corefile(cfg Config, port int) (string, error) {
 	fmt.Fprintf(&b, ".:%d {\n", port)
 	fmt.Fprintf(&b, "    bind %s\n", cfg.Address)
 	b.WriteString("    errors\n")
+	if cfg.HealthPort != 0 {
+		fmt.Fprintf(&b, "    health 127.0.0.1:%d\n", cfg.HealthPort)
+	}
+	if cfg.ReadyPort != 0 {
+		fmt.Fprintf(&b, "    ready 127.0.0.1:%d\n", cfg.ReadyPort)
+	}
 	fmt.Fprintf(&b, "    kubernetes %s in-addr.arpa ip6.arpa {\n", domain)
 	if cfg.Kubeconfig != "" {
 		fmt.Fprintf(&b, "        kubeconfig %s %s\n", cfg.Kubeconfig, cfg.KubeconfigContext)

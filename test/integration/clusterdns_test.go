@@ -45,6 +45,11 @@ func TestClusterDNS(t *testing.T) {
 	if slice.Labels[discoveryv1.LabelManagedBy] != "skiff" || len(slice.Endpoints) != 1 || len(slice.Ports) != 2 {
 		t.Fatalf("kube-dns EndpointSlice %+v: want one endpoint and two ports, managed by skiff", slice)
 	}
+	// Ready and serving once CoreDNS's ready plugin answers 200 (its
+	// kubernetes plugin has synced).
+	if c := slice.Endpoints[0].Conditions; c.Ready == nil || !*c.Ready || c.Serving == nil || !*c.Serving {
+		t.Errorf("kube-dns endpoint conditions %+v: want ready and serving", c)
+	}
 	if _, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "system:coredns", metav1.GetOptions{}); err != nil {
 		t.Errorf("clusterrolebinding system:coredns: %v", err)
 	}
@@ -156,6 +161,9 @@ func clusterDNSAddress(t testing.TB, ctx context.Context, cs kubernetes.Interfac
 		list, err := cs.DiscoveryV1().EndpointSlices("kube-system").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
 		if err != nil || len(list.Items) == 0 || len(list.Items[0].Endpoints) == 0 || len(list.Items[0].Ports) == 0 {
 			return false, nil
+		}
+		if ready := list.Items[0].Endpoints[0].Conditions.Ready; ready == nil || !*ready {
+			return false, nil // CoreDNS not ready yet
 		}
 		slice = &list.Items[0]
 		return true, nil
