@@ -299,10 +299,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 // newKubeProxy builds the node's service proxy with a client of its own
 // (user agent kube-proxy, kube-proxy's default limits of 5 QPS, burst 10).
 func newKubeProxy(cfg AgentConfig, rc *rest.Config) (*kubeproxy.Proxy, error) {
-	prc := rest.CopyConfig(rc)
-	prc.UserAgent = "kube-proxy/" + cfg.NodeName
-	prc.QPS, prc.Burst = 5, 10
-	client, err := kubernetes.NewForConfig(prc)
+	client, err := nodeComponentClient(rc, "kube-proxy/"+cfg.NodeName)
 	if err != nil {
 		return nil, err
 	}
@@ -320,14 +317,21 @@ func newKubeProxy(cfg AgentConfig, rc *rest.Config) (*kubeproxy.Proxy, error) {
 // client of its own, as the node (system:nodes may list and watch what it
 // reads: ensureNetworkPolicyReaders).
 func newNetworkPolicyEnforcer(cfg AgentConfig, rc *rest.Config) (*networkpolicy.Enforcer, error) {
-	prc := rest.CopyConfig(rc)
-	prc.UserAgent = "skiff-network-policy/" + cfg.NodeName
-	prc.QPS, prc.Burst = 5, 10
-	client, err := kubernetes.NewForConfig(prc)
+	client, err := nodeComponentClient(rc, "skiff-network-policy/"+cfg.NodeName)
 	if err != nil {
 		return nil, err
 	}
 	return networkpolicy.New(networkpolicy.Config{NodeName: cfg.NodeName}, client)
+}
+
+// nodeComponentClient is a client of rc's identity for one of the node's
+// components: its own user agent and kube-proxy's default limits (5 QPS,
+// burst 10).
+func nodeComponentClient(rc *rest.Config, userAgent string) (kubernetes.Interface, error) {
+	c := rest.CopyConfig(rc)
+	c.UserAgent = userAgent
+	c.QPS, c.Burst = 5, 10
+	return kubernetes.NewForConfig(c)
 }
 
 // splitList splits a comma-separated list (CIDRs, addresses), dropping

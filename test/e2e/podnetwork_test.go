@@ -190,6 +190,18 @@ spec:
 			code, body := get(local.Spec.HealthCheckNodePort, "/")
 			return code == http.StatusOK && strings.Contains(body, `"localEndpoints": 1`), nil
 		})
+		// Its NodePort reaches the node's own web pod, which sees the
+		// client's address: no source NAT with externalTrafficPolicy
+		// Local.
+		var body string
+		framework.WaitFor(t, time.Minute, "web-local's NodePort on host "+h.Netns, func() (bool, error) {
+			var code int
+			code, body = get(local.Spec.Ports[0].NodePort, "/cgi-bin/ip")
+			return code == http.StatusOK, nil
+		})
+		if from, err := netip.ParseAddr(strings.Trim(strings.TrimSpace(body), "[]")); err != nil || from.Unmap().String() != hosts.Gateway.String() {
+			t.Errorf("web-local's NodePort on host %s: the pod saw the request from %q, want the client's address %s", h.Netns, body, hosts.Gateway)
+		}
 	}
 
 	// Cluster DNS (CoreDNS in the server, on node A) answers pods on node
