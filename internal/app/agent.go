@@ -26,6 +26,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/kubelet/cri"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 	"github.com/skiff-sh/skiff/internal/kubeproxy"
+	"github.com/skiff-sh/skiff/internal/netnslock"
 	"github.com/skiff-sh/skiff/internal/networkpolicy"
 	"github.com/skiff-sh/skiff/internal/pki"
 )
@@ -183,10 +184,19 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 		}
 	}
 
-	var policies *networkpolicy.Enforcer
+	var enforcer *networkpolicy.Enforcer
 	if !cfg.DisableNetworkPolicy {
-		if policies, err = newNetworkPolicyEnforcer(cfg, rc); err != nil {
+		if enforcer, err = newNetworkPolicyEnforcer(cfg, rc); err != nil {
 			return err
+		}
+	} else {
+		// A chain left by an earlier run with enforcement would refuse
+		// the connections of the pods it names, with nobody to judge.
+		switch removed, err := networkpolicy.CleanupNamespace(); {
+		case removed:
+			slog.Info("network policy: removed the chain of an earlier run (--disable-network-policy)", "chain", networkpolicy.Chain)
+		case err != nil && !errors.As(err, new(*netnslock.HeldError)):
+			slog.Warn("network policy: the chain of an earlier run", "err", err)
 		}
 	}
 
@@ -285,8 +295,8 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if proxy != nil {
 		g.Go(func() error { return proxy.Run(gctx) })
 	}
-	if policies != nil {
-		g.Go(func() error { return policies.Run(gctx) })
+	if enforcer != nil {
+		g.Go(func() error { return enforcer.Run(gctx) })
 	}
 	err = g.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {

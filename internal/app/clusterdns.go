@@ -197,12 +197,14 @@ func runClusterDNS(ctx context.Context, cs kubernetes.Interface, srv *clusterdns
 	// The Service and the slice are put back if deleted, as the
 	// `kubernetes` Service is. The endpoint is ready as CoreDNS's ready
 	// plugin says, probed as a CoreDNS pod's readiness probe is (every
-	// 10 s; every second until it first answers ready).
-	period := time.Second
+	// 10 s, every second until it first answers ready; once ready, three
+	// failures in a row, kubeadm's failureThreshold, make it not ready).
+	period, failures, ready := time.Second, 0, false
 	for {
-		ready := srv.Ready(ctx)
-		if ready {
-			period = 10 * time.Second
+		if srv.Ready(ctx) {
+			period, failures, ready = 10*time.Second, 0, true
+		} else if failures++; failures >= 3 {
+			ready = false // (false until the first success anyway)
 		}
 		slice := kubeDNSEndpointSlice(nodeName, ip, int32(srv.Port()), advertise, ready)
 		if err := ensureKubeDNS(ctx, cs, slice); err != nil && ctx.Err() == nil {
@@ -261,11 +263,13 @@ func removeStaleKubeDNS(ctx context.Context, cs kubernetes.Interface, own string
 		}
 		// Only the slice seen: a server that came back rewrote it.
 		err := cs.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		switch {
+		case err == nil:
+			slog.Info("cluster DNS: removed the kube-dns endpoint of a server that is gone", "slice", s.Name, "server", server, "missingFor", now.Sub(first).Round(time.Second))
+		case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
 			errs = append(errs, err)
 			continue
 		}
-		slog.Info("cluster DNS: removed the kube-dns endpoint of a server that is gone", "slice", s.Name, "server", server, "missingFor", now.Sub(first).Round(time.Second))
 		delete(missingSince, s.Name)
 	}
 	for name := range missingSince {

@@ -332,6 +332,11 @@ func controllerClientConfig(rc *rest.Config) *rest.Config {
 	rc = rest.CopyConfig(rc)
 	rc.WarningHandler = rest.NoWarnings{}
 	rc.QPS, rc.Burst = 50, 100
+	// kube-controller-manager's --kube-api-content-type default: every
+	// watch and list of built-in kinds in protobuf, which also shares the
+	// API server's encoding of each event with the scheduler's watches.
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return rc
 }
 

@@ -17,9 +17,12 @@ import (
 // agents' embedded policy controller the same.
 const networkPolicyReader = "skiff:nodes-network-policy"
 
-// ensureNetworkPolicyReaders creates the role and its binding when missing.
+// ensureNetworkPolicyReaders creates the role and its binding when missing
+// (an existing role is left as it is). Every node may so list all pods,
+// beyond what the node authorizer lets it read: the verdicts need every
+// peer's labels and addresses, as kube-proxy needs every Service.
 func ensureNetworkPolicyReaders(ctx context.Context, cs kubernetes.Interface) error {
-	read := []string{"get", "list", "watch"}
+	read := []string{"list", "watch"} // informers only
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: networkPolicyReader},
 		Rules: []rbacv1.PolicyRule{

@@ -117,10 +117,11 @@ func Start(cfg Config) (*Server, error) {
 		ready:  "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ReadyPort)) + "/ready"}, nil
 }
 
-// HealthURL is the health plugin's /health, ReadyURL the ready plugin's
-// /ready.
+// HealthURL is the health plugin's /health.
 func (s *Server) HealthURL() string { return s.health }
-func (s *Server) ReadyURL() string  { return s.ready }
+
+// ReadyURL is the ready plugin's /ready.
+func (s *Server) ReadyURL() string { return s.ready }
 
 // Ready asks the ready plugin, as a CoreDNS pod's readiness probe does:
 // true when it answers 200 within a second. The ready plugin keeps its

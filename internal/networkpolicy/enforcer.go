@@ -22,12 +22,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -98,7 +101,17 @@ func New(cfg Config, client kubernetes.Interface) (*Enforcer, error) {
 // queue again (kube-network-policies' default, fail closed); Cleanup
 // removes it.
 func (e *Enforcer) Run(ctx context.Context) error {
+	// A node started with --disable-network-policy holds the lock for a
+	// moment while it removes leftovers: wait that out.
 	unlock, err := netnslock.Acquire(e.cfg.LockDir, "network-policy")
+	for deadline := time.Now().Add(5 * time.Second); err != nil && errors.As(err, new(*netnslock.HeldError)) && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+		unlock, err = netnslock.Acquire(e.cfg.LockDir, "network-policy")
+	}
 	var held *netnslock.HeldError
 	if errors.As(err, &held) {
 		return fmt.Errorf("network policy: another skiff (pid %s) enforces NetworkPolicies in this network namespace, and both would program the one chain %s; stop it, or run this node with --disable-network-policy (lock %s)",
@@ -111,9 +124,8 @@ func (e *Enforcer) Run(ctx context.Context) error {
 	if err := checkIptables(); err != nil {
 		return err
 	}
+	ensureBridgeNetfilter()
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	factory := informers.NewSharedInformerFactory(e.client, 0)
 	pods := factory.Core().V1().Pods()
 	namespaces := factory.Core().V1().Namespaces()
@@ -121,6 +133,9 @@ func (e *Enforcer) Run(ctx context.Context) error {
 	controller, err := knp.NewController(e.client,
 		quietNetworkPolicyInformer{policies}, quietNamespaceInformer{namespaces}, quietPodInformer{pods},
 		nil, nil, nil, nil,
+		// NRI stays on: with it off, v0.8.0 dereferences its nil NRI
+		// plugin for every packet whose address is no pod's. It only
+		// looks up addresses the pod informer does not know.
 		knp.Config{NodeName: e.cfg.NodeName, QueueID: int(e.cfg.Queue)})
 	if err != nil {
 		return fmt.Errorf("network policy: %w", err)
@@ -128,23 +143,44 @@ func (e *Enforcer) Run(ctx context.Context) error {
 
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "skiff-network-policy"})
-	defer queue.ShutDown()
-	const syncKey = "rules"
-	enqueue := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { queue.Add(syncKey) },
-		UpdateFunc: func(any, any) { queue.Add(syncKey) },
-		DeleteFunc: func(any) { queue.Add(syncKey) },
+	// The chain depends on this node's pods and on every policy.
+	const changed, resync = "changed", "resync"
+	localPod := func(obj any) bool {
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		pod, ok := obj.(*corev1.Pod)
+		return !ok || pod.Spec.NodeName == e.cfg.NodeName
 	}
-	if _, err := pods.Informer().AddEventHandler(enqueue); err != nil {
+	if _, err := pods.Informer().AddEventHandler(cache.FilteringResourceEventHandler{FilterFunc: localPod,
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { queue.Add(changed) },
+			UpdateFunc: func(any, any) { queue.Add(changed) },
+			DeleteFunc: func(any) { queue.Add(changed) },
+		}}); err != nil {
 		return err
 	}
-	if _, err := policies.Informer().AddEventHandler(enqueue); err != nil {
+	if _, err := policies.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { queue.Add(changed) },
+		UpdateFunc: func(any, any) { queue.Add(changed) },
+		DeleteFunc: func(any) { queue.Add(changed) },
+	}); err != nil {
 		return err
 	}
+
+	// Stopping: the informers end with ctx, the worker with the queue,
+	// and the lock is released only after both.
+	ctx, cancel := context.WithCancel(ctx)
+	var workers sync.WaitGroup
+	defer func() {
+		cancel()
+		queue.ShutDown()
+		factory.Shutdown()
+		workers.Wait()
+	}()
 	factory.Start(ctx.Done())
-	defer factory.Shutdown()
 	if !cache.WaitForNamedCacheSync("network policy", ctx.Done(), pods.Informer().HasSynced, policies.Informer().HasSynced, namespaces.Informer().HasSynced) {
-		return ctx.Err()
+		return nil // stopped while starting
 	}
 
 	// The controller answers the queue; its logger leaves out its
@@ -156,15 +192,22 @@ func (e *Enforcer) Run(ctx context.Context) error {
 	slog.Info("network policy: kube-network-policies decides new connections of the node's selected pods, queued by iptables",
 		"node", e.cfg.NodeName, "chain", Chain, "queue", e.cfg.Queue)
 
-	rules := ruleSet{chain: Chain, queue: e.cfg.Queue}
-	go wait.Until(func() { queue.Add(syncKey) }, resyncPeriod, ctx.Done())
+	rules := &ruleSet{chain: Chain, queue: e.cfg.Queue, v6Written: true}
+	workers.Add(2)
 	go func() {
+		defer workers.Done()
+		wait.Until(func() { queue.Add(resync) }, resyncPeriod, ctx.Done())
+	}()
+	go func() {
+		defer workers.Done()
 		for {
 			key, quit := queue.Get()
 			if quit {
 				return
 			}
-			err := rules.apply(selectedPodIPs(e.cfg.NodeName, pods.Lister(), policies.Lister()))
+			// A resync rewrites the chain even when the set is the same,
+			// repairing what someone else removed.
+			err := rules.apply(selectedPodIPs(e.cfg.NodeName, pods.Lister(), policies.Lister()), key == resync)
 			if err != nil {
 				slog.Error("network policy: rules", "err", err)
 				queue.AddRateLimited(key)
@@ -186,12 +229,30 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("stopped")
 		}
+		// Nobody answers the queue any more: the agent must not go on
+		// as if policies were enforced.
 		return fmt.Errorf("network policy: kube-network-policies: %w", err)
 	}
 }
 
+// ensureBridgeNetfilter makes bridged traffic (pods on one node's bridge)
+// pass iptables, as k3s does: without it, connections between two pods of
+// a node would never reach the chain.
+func ensureBridgeNetfilter() {
+	for _, name := range []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables"} {
+		path := "/proc/sys/net/bridge/" + name
+		data, err := os.ReadFile(path)
+		if err != nil || strings.TrimSpace(string(data)) == "1" {
+			continue // no br_netfilter (no bridge either), or already on
+		}
+		if err := os.WriteFile(path, []byte("1"), 0o644); err != nil {
+			slog.Warn("network policy: connections between pods of this node are not judged: "+path+" is 0 and cannot be set", "err", err)
+		}
+	}
+}
+
 // selectedPodIPs returns the IPs of the node's pods (host-network pods
-// excepted) that some NetworkPolicy selects, sorted, with no repeats:
+// and finished ones excepted) that some NetworkPolicy selects, sorted, with no repeats:
 // those whose connections need a verdict. A policy selects the pods of its
 // namespace that its podSelector matches.
 func selectedPodIPs(node string, pods corelisters.PodLister, policies networkinglisters.NetworkPolicyLister) []netip.Addr {
@@ -210,7 +271,8 @@ func selectedPodIPs(node string, pods corelisters.PodLister, policies networking
 			continue
 		}
 		for _, pod := range selected {
-			if pod.Spec.NodeName != node || pod.Spec.HostNetwork {
+			// Finished pods' addresses may already be another's.
+			if pod.Spec.NodeName != node || pod.Spec.HostNetwork || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 				continue
 			}
 			for _, ip := range pod.Status.PodIPs {
@@ -228,9 +290,12 @@ func selectedPodIPs(node string, pods corelisters.PodLister, policies networking
 type ruleSet struct {
 	chain string
 	queue uint16
-	// lastV6 remembers whether IPv6 had rules, so that they are removed
-	// when its last pod goes.
-	lastV6 bool
+	// v6Written says whether the IPv6 chain may hold rules (true at
+	// start: a previous run may have left some), so that it is emptied
+	// once no selected pod has an IPv6 address.
+	v6Written bool
+	// applied is the set last written, nil before the first write.
+	applied []netip.Addr
 }
 
 // render returns the iptables-restore input for one family: the chain
@@ -265,20 +330,17 @@ func jump(chain string) []string {
 }
 
 // apply replaces the chain's rules (iptables-restore --noflush, atomic)
-// and adds the jump from mangle POSTROUTING when missing. IPv6 is written
-// only while a selected pod has an IPv6 address, or to empty its chain
-// after the last one.
-func (r *ruleSet) apply(ips []netip.Addr) error {
-	v6 := slices.ContainsFunc(ips, netip.Addr.Is6)
-	families := []bool{false}
-	if v6 || r.lastV6 {
-		families = append(families, true)
+// with those for ips and adds the jump from mangle POSTROUTING when
+// missing, unless ips is the set last written and force is false. IPv6 is
+// written while a selected pod has an IPv6 address, and once more to
+// empty its chain after the last one; that emptying fails quietly on a
+// host without ip6tables.
+func (r *ruleSet) apply(ips []netip.Addr, force bool) error {
+	if !force && r.applied != nil && slices.Equal(ips, r.applied) {
+		return nil
 	}
-	for _, fam := range families {
-		iptables, restore := "iptables", "iptables-restore"
-		if fam {
-			iptables, restore = "ip6tables", "ip6tables-restore"
-		}
+	v6 := slices.ContainsFunc(ips, netip.Addr.Is6)
+	write := func(iptables, restore string, fam bool) error {
 		cmd := exec.Command(program(restore), "--noflush", "--wait")
 		cmd.Stdin = strings.NewReader(r.render(ips, fam))
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -286,14 +348,27 @@ func (r *ruleSet) apply(ips []netip.Addr) error {
 		}
 		check := append([]string{"--wait", "-t", "mangle", "-C", "POSTROUTING"}, jump(r.chain)...)
 		if exec.Command(program(iptables), check...).Run() == nil {
-			continue
+			return nil
 		}
 		add := append([]string{"--wait", "-t", "mangle", "-A", "POSTROUTING"}, jump(r.chain)...)
 		if out, err := exec.Command(program(iptables), add...).CombinedOutput(); err != nil {
 			return fmt.Errorf("%s -A POSTROUTING: %w: %s", iptables, err, bytes.TrimSpace(out))
 		}
+		return nil
 	}
-	r.lastV6 = v6
+	if err := write("iptables", "iptables-restore", false); err != nil {
+		return err
+	}
+	if v6 || r.v6Written {
+		if err := write("ip6tables", "ip6tables-restore", true); err != nil && v6 {
+			return err
+		}
+	}
+	r.v6Written = v6
+	r.applied = slices.Clone(ips)
+	if r.applied == nil {
+		r.applied = []netip.Addr{}
+	}
 	return nil
 }
 

@@ -35,13 +35,15 @@ func TestSelectedPodIPs(t *testing.T) {
 	web := map[string]string{"app": "web"}
 	hostNet := pod("a", "host", "n1", web, "192.0.2.1")
 	hostNet.Spec.HostNetwork = true
+	finished := pod("a", "done", "n1", web, "10.42.0.9") // its address may be another's now
+	finished.Status.Phase = corev1.PodSucceeded
 	pods := []*corev1.Pod{
 		pod("a", "web1", "n1", web, "10.42.0.5", "fd00::5"),
 		pod("a", "web2", "n2", web, "10.42.1.5"), // another node's
 		pod("a", "db", "n1", map[string]string{"app": "db"}, "10.42.0.6"),
 		pod("a", "pending", "n1", web), // no IP yet
 		pod("b", "web3", "n1", web, "10.42.0.7"),
-		hostNet,
+		hostNet, finished,
 	}
 	for _, tc := range []struct {
 		name     string
@@ -129,10 +131,19 @@ func TestApplyAndCleanup(t *testing.T) {
 			}
 			return string(out)
 		}
-		r := &ruleSet{chain: Chain, queue: DefaultQueue}
+		r := &ruleSet{chain: Chain, queue: DefaultQueue, v6Written: true}
 		a, b := netip.MustParseAddr("10.42.0.5"), netip.MustParseAddr("10.42.0.6")
-		for _, ips := range [][]netip.Addr{{a, b}, {b}, {b}} { // again: idempotent
-			if err := r.apply(ips); err != nil {
+		for i, ips := range [][]netip.Addr{{a, b}, {b}, {b}} {
+			if i == 2 {
+				// Someone empties the chain: an apply of the same set
+				// leaves it (nothing changed as far as it knows), a
+				// resync (force) restores it, with still one jump.
+				iptables("-F", Chain)
+				if err := r.apply(ips, false); err != nil || strings.Contains(iptables("-S", Chain), "NFQUEUE") {
+					t.Errorf("apply of the same set rewrote the chain (%v)", err)
+				}
+			}
+			if err := r.apply(ips, i == 2); err != nil {
 				t.Errorf("apply %v: %v", ips, err)
 				return
 			}

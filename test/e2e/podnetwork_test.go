@@ -267,27 +267,35 @@ spec:
 	// pods with no ingress rule refuses every connection to web-a (node
 	// A), from node B and from its own node; a second policy then lets in
 	// the pods of namespace netpol-visitors (on node B), on port 8080, and
-	// no one else. An egress policy in netpol-visitors, enforced on node
-	// B, stops its pod reaching out at all. With the policies gone,
-	// everyone reaches web-a again.
+	// no one else. An egress policy in netpol-visitors stops its pod
+	// reaching out at all, the test's own server outside the cluster
+	// included: only node B can refuse that one. With the policies gone,
+	// everyone gets through again. A refusal is a connection that never
+	// opens (the policy drops its first packet): wget killed by timeout,
+	// exit code 143; any other failure is not one.
 	const visitors = "netpol-visitors"
 	k.ok("create", "namespace", visitors)
 	applyManifests(t, k, visitors, pod("visitor-b", agent.Node.Name, "sleep", "3600"))
 	k.ok("wait", "-n", visitors, "--for=condition=Ready", "pod/visitor-b", "--timeout=120s")
 	webA := "http://" + net.JoinHostPort(ips["web-a"], "8080") + "/"
-	reaches := func(namespace, client string) bool {
-		got, err := fetchIn(namespace, client, webA)
-		return err == nil && got == "web-a"
-	}
-	waitReach := func(namespace, client string, want bool, why string) {
-		t.Helper()
-		what := namespace + "/" + client + " reaches web-a " + why
-		if !want {
-			what = namespace + "/" + client + " is refused by web-a " + why
+	outside := "http://" + ln.Addr().String() + "/"
+	probe := func(namespace, client, url, want string) string {
+		got, err := fetchIn(namespace, client, url)
+		switch {
+		case err == nil && got == want:
+			return "reached"
+		case err != nil && strings.Contains(err.Error(), "exit code 143"):
+			return "refused"
 		}
-		framework.WaitFor(t, time.Minute, what, func() (bool, error) { return reaches(namespace, client) == want, nil })
+		return fmt.Sprintf("neither reached nor refused: %q, %v", got, err)
 	}
-	waitReach(visitors, "visitor-b", true, "before any policy")
+	waitProbe := func(namespace, client, url, want, expect, why string) {
+		t.Helper()
+		framework.WaitFor(t, time.Minute, namespace+"/"+client+" "+expect+" at "+url+" "+why, func() (bool, error) {
+			return probe(namespace, client, url, want) == expect, nil
+		})
+	}
+	waitProbe(visitors, "visitor-b", webA, "web-a", "reached", "before any policy")
 	applyManifests(t, k, ns, `apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata:
@@ -298,8 +306,8 @@ spec:
       app: web
   policyTypes: [Ingress]
 `)
-	waitReach(visitors, "visitor-b", false, "under web-deny-all")
-	waitReach(ns, "client-a", false, "under web-deny-all")
+	waitProbe(visitors, "visitor-b", webA, "web-a", "refused", "under web-deny-all")
+	waitProbe(ns, "client-a", webA, "web-a", "refused", "under web-deny-all")
 	applyManifests(t, k, ns, `apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata:
@@ -317,10 +325,11 @@ spec:
     ports:
     - port: 8080
 `)
-	waitReach(visitors, "visitor-b", true, "under web-allow-visitors")
-	if reaches(ns, "client-a") {
-		t.Errorf("%s/client-a reaches web-a under web-allow-visitors, which lets in only %s", ns, visitors)
+	waitProbe(visitors, "visitor-b", webA, "web-a", "reached", "under web-allow-visitors")
+	if got := probe(ns, "client-a", webA, "web-a"); got != "refused" {
+		t.Errorf("%s/client-a to web-a under web-allow-visitors, which lets in only %s: %s", ns, visitors, got)
 	}
+	waitProbe(visitors, "visitor-b", outside, "outside", "reached", "before no-egress")
 	applyManifests(t, k, visitors, `apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata:
@@ -329,11 +338,14 @@ spec:
   podSelector: {}
   policyTypes: [Egress]
 `)
-	waitReach(visitors, "visitor-b", false, "under its namespace's no-egress")
+	waitProbe(visitors, "visitor-b", outside, "outside", "refused", "under its namespace's no-egress")
+	if got := probe(visitors, "visitor-b", webA, "web-a"); got != "refused" {
+		t.Errorf("%s/visitor-b to web-a under its namespace's no-egress: %s", visitors, got)
+	}
 	k.ok("delete", "-n", visitors, "networkpolicy", "no-egress")
-	waitReach(visitors, "visitor-b", true, "once no-egress is deleted")
+	waitProbe(visitors, "visitor-b", outside, "outside", "reached", "once no-egress is deleted")
 	k.ok("delete", "-n", ns, "networkpolicy", "web-deny-all", "web-allow-visitors")
-	waitReach(ns, "client-a", true, "once the policies are deleted")
+	waitProbe(ns, "client-a", webA, "web-a", "reached", "once the policies are deleted")
 
 	// The joined node renews its client certificate before it expires,
 	// and keeps working with the new one once the first has expired: its
