@@ -65,9 +65,10 @@ func startAgent(t *testing.T, c *framework.Cluster, dataDir string, network agen
 	go func() {
 		done <- app.RunAgent(ctx, app.AgentConfig{RESTConfig: c.RESTConfig, DataDir: dataDir, NodeName: "node-1", LogLevel: "warn",
 			PodCIDR: network.podCIDR, CNIBridge: network.bridge,
-			// One kube-proxy per network namespace, and tests that run one
-			// take turns (test/e2e/framework/kubeproxy.go): this one needs none.
-			DisableKubeProxy: true})
+			// One kube-proxy and one NetworkPolicy enforcer per network
+			// namespace, and tests that run them take turns
+			// (test/e2e/framework/kubeproxy.go): this one needs neither.
+			DisableKubeProxy: true, DisableNetworkPolicy: true})
 	}()
 	stopped := false
 	stop := func() {
