@@ -80,6 +80,15 @@ func (e *podsEnv) testAggregatedAPI(t *testing.T) {
 		stdout, stderr, err := k.run("get", "apiservice", "v1.e2e.skiff.dev", "--no-headers")
 		return err == nil && strings.Contains(stdout, ns+"/echo") && strings.Contains(stdout, "True"), fmt.Errorf("stdout %q stderr %q err %v", stdout, stderr, err)
 	})
+	// pods/proxy and services/proxy reach the HTTPS server by address
+	// without verifying its certificate (issued for the Service's name),
+	// as kube-apiserver's proxy transport does.
+	for _, path := range []string{"/api/v1/namespaces/" + ns + "/pods/https:echo:8443/proxy/healthz",
+		"/api/v1/namespaces/" + ns + "/services/https:echo:443/proxy/healthz"} {
+		if stdout, stderr, err := k.run("get", "--raw", path); err != nil || strings.TrimSpace(stdout) != "ok" {
+			t.Errorf("get --raw %s: %q %q %v, want ok", path, stdout, stderr, err)
+		}
+	}
 	framework.WaitFor(t, time.Minute, "echoes in discovery, with no warning", func() (bool, error) {
 		stdout, stderr, err := k.run("api-resources", "--api-group", "e2e.skiff.dev", "--no-headers")
 		fields := strings.Fields(stdout)

@@ -112,6 +112,11 @@ func TestAgentJoin(t *testing.T) {
 	if string(body) != "ok" {
 		t.Errorf("nodes/%s/proxy/healthz: %q, want ok", agent.Node.Name, body)
 	}
+	// The node's system logs (/var/log), which its kubelet authorizes as
+	// nodes/log through a SubjectAccessReview.
+	if body, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", agent.Node.Name, "proxy", "logs/").DoRaw(ctx); err != nil || !strings.Contains(string(body), "<a href=") {
+		t.Errorf("nodes/%s/proxy/logs/: %v, %.200q; want a listing of /var/log", agent.Node.Name, err, body)
+	}
 	node, err := cs.CoreV1().Nodes().Get(ctx, agent.Node.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

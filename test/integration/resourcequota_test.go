@@ -25,7 +25,7 @@ import (
 // refuses what would exceed it, with kube-apiserver's 403.
 func TestResourceQuota(t *testing.T) {
 	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	cs := c.Client
 	const ns = "quota-test"
@@ -60,6 +60,10 @@ func TestResourceQuota(t *testing.T) {
 	// want over the built-in resources of hard (and over the widgets
 	// once they are served: the controller has no usage for a resource
 	// it does not know).
+	// The controller pauses its workers while it waits, up to its 30 s
+	// discovery period, for the informers of resources discovery has just
+	// shown it: a wait for used allows for one such pause.
+	const usedTimeout = 75 * time.Second
 	waitUsed := func(what string, timeout time.Duration, want map[corev1.ResourceName]string) {
 		t.Helper()
 		pollUntil(t, what, timeout, func() (bool, error) {
@@ -83,7 +87,7 @@ func TestResourceQuota(t *testing.T) {
 			return quotav1.Equals(q.Status.Used, used), mismatch
 		})
 	}
-	waitUsed("the quota's status with what the namespace holds", 30*time.Second, map[corev1.ResourceName]string{"count/configmaps": "1"})
+	waitUsed("the quota's status with what the namespace holds", usedTimeout, map[corev1.ResourceName]string{"count/configmaps": "1"})
 
 	// Usage goes up.
 	for _, name := range []string{"c1", "c2"} {
@@ -105,7 +109,7 @@ func TestResourceQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUsed("used to count the pods and configmaps", 30*time.Second, map[corev1.ResourceName]string{
+	waitUsed("used to count the pods and configmaps", usedTimeout, map[corev1.ResourceName]string{
 		corev1.ResourcePods: "2", corev1.ResourceRequestsCPU: "900m", "count/configmaps": "3",
 	})
 
@@ -128,7 +132,7 @@ func TestResourceQuota(t *testing.T) {
 	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "c1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUsed("used to drop with the deleted pod and configmap", 30*time.Second, map[corev1.ResourceName]string{
+	waitUsed("used to drop with the deleted pod and configmap", usedTimeout, map[corev1.ResourceName]string{
 		corev1.ResourcePods: "1", corev1.ResourceRequestsCPU: "400m", "count/configmaps": "2",
 	})
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod("p3", "100m"), metav1.CreateOptions{}); err != nil {
@@ -182,13 +186,13 @@ func TestResourceQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUsed("used to show the custom resource", 30*time.Second, map[corev1.ResourceName]string{
+	waitUsed("used to show the custom resource", usedTimeout, map[corev1.ResourceName]string{
 		corev1.ResourcePods: "2", corev1.ResourceRequestsCPU: "500m", "count/configmaps": "2", widgetCount: "0",
 	})
 	if _, err := widgets.Create(ctx, widget("w1", map[string]interface{}{"size": "small"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUsed("used to count the custom resource", 30*time.Second, map[corev1.ResourceName]string{
+	waitUsed("used to count the custom resource", usedTimeout, map[corev1.ResourceName]string{
 		corev1.ResourcePods: "2", corev1.ResourceRequestsCPU: "500m", "count/configmaps": "2",
 		widgetCount: "1",
 	})

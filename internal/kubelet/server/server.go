@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +70,10 @@ type Config struct {
 	// Journey, when set, serves the kubelet's record of its pods' steps
 	// at GET /debug/journey (authorized as nodes/proxy).
 	Journey http.Handler
+	// SystemLogDir is the directory served at /logs/ (authorized as
+	// nodes/log), as the kubelet's system log handler serves /var/log
+	// (enableSystemLogHandler, on by default); "/var/log" when empty.
+	SystemLogDir string
 }
 
 // Server serves the kubelet API. Build it with New; Run serves it, or use it as an
@@ -103,6 +108,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.SystemLogDir == "" {
+		cfg.SystemLogDir = "/var/log"
+	}
 	t := cfg.TLS.Clone()
 	// A client without a certificate connects and gets 401, as from the kubelet
 	// with anonymous authentication off; one with a certificate the CA did not
@@ -127,6 +135,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Journey != nil {
 		mux.Handle("GET /debug/journey", s.authorized(cfg.Journey.ServeHTTP))
 	}
+	mux.Handle("GET /logs/", s.authorized(http.StripPrefix("/logs/", http.FileServer(http.Dir(cfg.SystemLogDir))).ServeHTTP))
 	s.mux = mux
 	return s, nil
 }
@@ -217,7 +226,8 @@ func (s *Server) authorized(h http.HandlerFunc) http.Handler {
 // RequestAttributes describes a request to the kubelet API for an authorizer as the
 // kubelet does (its NodeAuthorizerAttributesGetter): the HTTP method as an API verb
 // (GET get, POST create, PUT update, PATCH patch, DELETE delete) on the node's
-// "proxy" subresource, which is what logs, exec, attach and port-forward are.
+// "proxy" subresource, which is what logs, exec, attach and port-forward are, or
+// its "log" subresource for the system logs under /logs.
 func RequestAttributes(u user.Info, nodeName string, r *http.Request) authorizer.AttributesRecord {
 	verb := ""
 	switch r.Method {
@@ -232,6 +242,10 @@ func RequestAttributes(u user.Info, nodeName string, r *http.Request) authorizer
 	case http.MethodDelete:
 		verb = "delete"
 	}
+	subresource := "proxy"
+	if r.URL.Path == "/logs" || strings.HasPrefix(r.URL.Path, "/logs/") {
+		subresource = "log"
+	}
 	return authorizer.AttributesRecord{
 		User:            u,
 		Verb:            verb,
@@ -239,7 +253,7 @@ func RequestAttributes(u user.Info, nodeName string, r *http.Request) authorizer
 		APIGroup:        "",
 		APIVersion:      "v1",
 		Resource:        "nodes",
-		Subresource:     "proxy",
+		Subresource:     subresource,
 		Name:            nodeName,
 		ResourceRequest: true,
 		Path:            r.URL.Path,

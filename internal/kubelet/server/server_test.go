@@ -221,6 +221,7 @@ func TestAuthorization(t *testing.T) {
 		{"other user logs", admin, "/containerLogs/default/web/app", 403, "Forbidden (user=skiff-admin, verb=get, resource=nodes, subresource=proxy)"},
 		{"other user exec", admin, "/exec/default/web/app?command=say&stdout=1", 403, "Forbidden (user=skiff-admin, verb=get, resource=nodes, subresource=proxy)"},
 		{"unknown path", api, "/pods", 404, "404 page not found\n"},
+		{"other user system logs", admin, "/logs/", 403, "Forbidden (user=skiff-admin, verb=get, resource=nodes, subresource=log)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,6 +230,32 @@ func TestAuthorization(t *testing.T) {
 				t.Errorf("got %d %q, want %d %q", code, body, tt.wantCode, tt.wantBody)
 			}
 		})
+	}
+}
+
+// TestSystemLogs: /logs/ serves the node's log directory, files and a
+// listing, as the kubelet's system log handler does.
+func TestSystemLogs(t *testing.T) {
+	k := fakestreaming.NewKubelet(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "syslog"), []byte("boot ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Runtime: k.Runtime, Pods: PodsFunc(func(string, string) (*corev1.Pod, bool) { return nil, false }),
+		TLS: k.ServingTLS, SystemLogDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{t: t, dataDir: k.DataDir, url: fakestreaming.ServeTLS(t, s, s.TLSConfig())}
+	api := n.client(pki.KubeletClientUser)
+	if code, body := get(t, api, n.url+"/logs/"); code != 200 || !strings.Contains(body, `href="syslog"`) {
+		t.Errorf("/logs/: %d %q, want a listing with syslog", code, body)
+	}
+	if code, body := get(t, api, n.url+"/logs/syslog"); code != 200 || body != "boot ok\n" {
+		t.Errorf("/logs/syslog: %d %q", code, body)
+	}
+	if code, _ := get(t, api, n.url+"/logs/../../etc/passwd"); code == 200 {
+		t.Errorf("/logs/ served a file outside its directory")
 	}
 }
 

@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
 	"k8s.io/kubernetes/pkg/kubeapiserver"
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 	nodestore "k8s.io/kubernetes/pkg/registry/core/node/storage"
@@ -242,12 +243,12 @@ func (b *Builtin) coreStorage(cfg Config, getter *optionsGetter, client kubernet
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := nodestore.NewStorage(getter, cfg.KubeletClient, proxyTransport(cfg))
+	nodes, err := nodestore.NewStorage(getter, cfg.KubeletClient, proxyTransport())
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
 	m["nodes"], m["nodes/status"], m["nodes/proxy"] = nodes.Node, nodes.Status, nodes.Proxy
-	pods, err := podstore.NewStorage(getter, nodes.KubeletConnectionInfo, proxyTransport(cfg), client.PolicyV1(), cfg.Authorizer)
+	pods, err := podstore.NewStorage(getter, nodes.KubeletConnectionInfo, proxyTransport(), client.PolicyV1(), cfg.Authorizer)
 	if err != nil {
 		return nil, fmt.Errorf("pods: %w", err)
 	}
@@ -282,14 +283,13 @@ func (b *Builtin) coreStorage(cfg Config, getter *optionsGetter, client kubernet
 	return m, nil
 }
 
-// proxyTransport reaches kubelets for pods/proxy and nodes/proxy.
-func proxyTransport(cfg Config) http.RoundTripper {
-	t, err := kubeletclient.MakeTransport(&cfg.KubeletClient)
-	if err != nil {
-		return http.DefaultTransport
-	}
-	return t
-}
+// proxyTransport is kube-apiserver's transport for pods/proxy and
+// services/proxy (and nodes/proxy to a port other than the kubelet's,
+// which reaches the kubelet with the kubelet client's own): it presents
+// no client certificate and does not verify the backend's, since pods are
+// reached by IP (upstream's CreateProxyTransport). One for the process, as
+// kube-apiserver has one.
+var proxyTransport = sync.OnceValue(func() http.RoundTripper { return controlplaneapiserver.CreateProxyTransport() })
 
 // optionsGetter is the RESTOptionsGetter upstream's registry is built
 // with: prefixes and storage versions from kube-apiserver's storage

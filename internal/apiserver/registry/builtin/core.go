@@ -133,7 +133,7 @@ func (b *Builtin) coreRest(cfg Config, getter *optionsGetter, client kubernetes.
 		return nil, err
 	}
 	svc, svcStatus, svcProxy, err := servicestore.NewREST(getter, family,
-		map[api.IPFamily]ipallocator.Interface{family: ipAlloc}, portAlloc, slices, pods.Pod, proxyTransport(cfg))
+		map[api.IPFamily]ipallocator.Interface{family: ipAlloc}, portAlloc, slices, pods.Pod, proxyTransport())
 	if err != nil {
 		return nil, fmt.Errorf("services: %w", err)
 	}
