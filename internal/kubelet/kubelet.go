@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -388,6 +389,23 @@ func (k *Kubelet) GetPodByName(namespace, name string) (*corev1.Pod, bool) {
 		return nil, false
 	}
 	return k.status.withLatest(pod), true
+}
+
+// GetPods returns the pods bound to this node with the newest status the
+// kubelet knows, for the kubelet's HTTPS API (/pods).
+func (k *Kubelet) GetPods() []*corev1.Pod {
+	if k.podLister == nil {
+		return nil
+	}
+	pods, err := k.podLister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := make([]*corev1.Pod, 0, len(pods))
+	for _, pod := range pods {
+		out = append(out, k.status.withLatest(pod))
+	}
+	return out
 }
 
 // kubeletPort is the port reported in the Node's daemonEndpoints.

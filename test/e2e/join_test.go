@@ -112,6 +112,10 @@ func TestAgentJoin(t *testing.T) {
 	if string(body) != "ok" {
 		t.Errorf("nodes/%s/proxy/healthz: %q, want ok", agent.Node.Name, body)
 	}
+	// The node's pods as its kubelet knows them, a v1 PodList.
+	if body, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", agent.Node.Name, "proxy", "pods").DoRaw(ctx); err != nil || !strings.Contains(string(body), `"kind":"PodList"`) {
+		t.Errorf("nodes/%s/proxy/pods: %v, %.200q; want a PodList", agent.Node.Name, err, body)
+	}
 	// The node's system logs (/var/log), which its kubelet authorizes as
 	// nodes/log through a SubjectAccessReview.
 	if body, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", agent.Node.Name, "proxy", "logs/").DoRaw(ctx); err != nil || !strings.Contains(string(body), "<a href=") {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	cri "k8s.io/cri-api/pkg/apis"
@@ -30,6 +32,12 @@ type Pods interface {
 	// newest status the kubelet knows (which may be newer than the API server's), or
 	// false when the kubelet does not run such a pod. The server does not modify it.
 	GetPodByName(namespace, name string) (*corev1.Pod, bool)
+}
+
+// PodLister is what a Pods may implement too: every pod bound to the node,
+// for /pods.
+type PodLister interface {
+	GetPods() []*corev1.Pod
 }
 
 // PodsFunc adapts a function to Pods.
@@ -136,6 +144,9 @@ func New(cfg Config) (*Server, error) {
 		mux.Handle("GET /debug/journey", s.authorized(cfg.Journey.ServeHTTP))
 	}
 	mux.Handle("GET /logs/", s.authorized(http.StripPrefix("/logs/", http.FileServer(http.Dir(cfg.SystemLogDir))).ServeHTTP))
+	if lister, ok := cfg.Pods.(PodLister); ok {
+		mux.Handle("GET /pods", s.authorized(func(w http.ResponseWriter, r *http.Request) { servePods(w, lister) }))
+	}
 	s.mux = mux
 	return s, nil
 }
@@ -258,6 +269,22 @@ func RequestAttributes(u user.Info, nodeName string, r *http.Request) authorizer
 		ResourceRequest: true,
 		Path:            r.URL.Path,
 	}
+}
+
+// servePods answers /pods as the kubelet does: a v1 PodList in JSON of
+// the pods bound to the node.
+func servePods(w http.ResponseWriter, lister PodLister) {
+	list := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
+	for _, pod := range lister.GetPods() {
+		list.Items = append(list.Items, *pod)
+	}
+	data, err := json.Marshal(list)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(data)
 }
 
 // writeError answers with a plain-text error, as the kubelet does.

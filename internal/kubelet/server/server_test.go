@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -256,6 +257,42 @@ func TestSystemLogs(t *testing.T) {
 	}
 	if code, _ := get(t, api, n.url+"/logs/../../etc/passwd"); code == 200 {
 		t.Errorf("/logs/ served a file outside its directory")
+	}
+}
+
+// listedPods is a Pods that can list them too.
+type listedPods []*corev1.Pod
+
+func (p listedPods) GetPodByName(namespace, name string) (*corev1.Pod, bool) {
+	for _, pod := range p {
+		if pod.Namespace == namespace && pod.Name == name {
+			return pod, true
+		}
+	}
+	return nil, false
+}
+
+func (p listedPods) GetPods() []*corev1.Pod { return p }
+
+// TestPodList: /pods answers the node's pods as a v1 PodList, as the
+// kubelet does; a server whose Pods cannot list serves no /pods.
+func TestPodList(t *testing.T) {
+	k := fakestreaming.NewKubelet(t)
+	pods := listedPods{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}}
+	s, err := New(Config{Runtime: k.Runtime, Pods: pods, TLS: k.ServingTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{t: t, dataDir: k.DataDir, url: fakestreaming.ServeTLS(t, s, s.TLSConfig())}
+	code, body := get(t, n.client(pki.KubeletClientUser), n.url+"/pods")
+	var list corev1.PodList
+	if err := json.Unmarshal([]byte(body), &list); code != 200 || err != nil || list.Kind != "PodList" || list.APIVersion != "v1" ||
+		len(list.Items) != 1 || list.Items[0].Name != "web" || list.Items[0].Status.Phase != corev1.PodRunning {
+		t.Errorf("/pods: %d %v %q", code, err, body)
+	}
+	if code, _ := get(t, n.client("skiff-admin"), n.url+"/pods"); code != 403 {
+		t.Errorf("/pods for another user: %d, want 403", code)
 	}
 }
 
