@@ -14,6 +14,8 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/apis/config/validation"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	netutils "k8s.io/utils/net"
+
+	"github.com/skiff-sh/skiff/internal/netnslock"
 )
 
 // Config is what the node's service proxy runs with.
@@ -42,7 +44,7 @@ type Config struct {
 }
 
 // DefaultLockDir is where the proxy's lock file lives.
-const DefaultLockDir = "/run/skiff"
+const DefaultLockDir = netnslock.DefaultDir
 
 // kubeProxyConfiguration is kube-proxy's configuration for cfg: its
 // defaults (v1alpha1, defaulted and converted as kube-proxy does at

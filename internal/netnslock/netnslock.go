@@ -17,6 +17,9 @@ import (
 	"syscall"
 )
 
+// DefaultDir is where skiff's components keep their locks.
+const DefaultDir = "/run/skiff"
+
 // HeldError is Acquire's error when another process holds the lock.
 type HeldError struct {
 	// Path is the lock file; PID is what its holder wrote in it.

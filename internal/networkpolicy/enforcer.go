@@ -52,8 +52,8 @@ const Chain = "SKIFF-NETPOL"
 // DefaultQueue is the netfilter queue number (kube-network-policies').
 const DefaultQueue = 100
 
-// DefaultLockDir is where the enforcer's lock file lives.
-const DefaultLockDir = "/run/skiff"
+// lockComponent names the enforcer's lock (internal/netnslock).
+const lockComponent = "network-policy"
 
 // resyncPeriod bounds how long a rule someone else removed stays missing.
 const resyncPeriod = time.Minute
@@ -64,8 +64,8 @@ type Config struct {
 	NodeName string
 	// Queue is the netfilter queue number; DefaultQueue when zero.
 	Queue uint16
-	// LockDir holds the network namespace's lock; DefaultLockDir when
-	// empty.
+	// LockDir holds the network namespace's lock; netnslock.DefaultDir
+	// when empty.
 	LockDir string
 }
 
@@ -88,7 +88,7 @@ func New(cfg Config, client kubernetes.Interface) (*Enforcer, error) {
 		cfg.Queue = DefaultQueue
 	}
 	if cfg.LockDir == "" {
-		cfg.LockDir = DefaultLockDir
+		cfg.LockDir = netnslock.DefaultDir
 	}
 	return &Enforcer{cfg: cfg, client: client}, nil
 }
@@ -103,14 +103,14 @@ func New(cfg Config, client kubernetes.Interface) (*Enforcer, error) {
 func (e *Enforcer) Run(ctx context.Context) error {
 	// A node started with --disable-network-policy holds the lock for a
 	// moment while it removes leftovers: wait that out.
-	unlock, err := netnslock.Acquire(e.cfg.LockDir, "network-policy")
+	unlock, err := netnslock.Acquire(e.cfg.LockDir, lockComponent)
 	for deadline := time.Now().Add(5 * time.Second); err != nil && errors.As(err, new(*netnslock.HeldError)) && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(100 * time.Millisecond):
 		}
-		unlock, err = netnslock.Acquire(e.cfg.LockDir, "network-policy")
+		unlock, err = netnslock.Acquire(e.cfg.LockDir, lockComponent)
 	}
 	var held *netnslock.HeldError
 	if errors.As(err, &held) {
@@ -398,7 +398,7 @@ func Cleanup() (removed bool, err error) {
 // chain only while no skiff enforces policies in this network namespace,
 // and otherwise returns the lock's error.
 func CleanupNamespace() (removed bool, err error) {
-	unlock, err := netnslock.Acquire(DefaultLockDir, "network-policy")
+	unlock, err := netnslock.Acquire(netnslock.DefaultDir, lockComponent)
 	if err != nil {
 		return false, fmt.Errorf("network policy: %w", err)
 	}
