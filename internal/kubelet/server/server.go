@@ -274,7 +274,8 @@ func RequestAttributes(u user.Info, nodeName string, r *http.Request) authorizer
 // servePods answers /pods as the kubelet does: a v1 PodList in JSON of
 // the pods bound to the node.
 func servePods(w http.ResponseWriter, lister PodLister) {
-	list := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
+	// (items [] rather than null when there is none, as the kubelet's)
+	list := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: []corev1.Pod{}}
 	for _, pod := range lister.GetPods() {
 		list.Items = append(list.Items, *pod)
 	}

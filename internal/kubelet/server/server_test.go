@@ -291,6 +291,14 @@ func TestPodList(t *testing.T) {
 		len(list.Items) != 1 || list.Items[0].Name != "web" || list.Items[0].Status.Phase != corev1.PodRunning {
 		t.Errorf("/pods: %d %v %q", code, err, body)
 	}
+	empty, err := New(Config{Runtime: k.Runtime, Pods: listedPods{}, TLS: k.ServingTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &testNode{t: t, dataDir: k.DataDir, url: fakestreaming.ServeTLS(t, empty, empty.TLSConfig())}
+	if code, body := get(t, e.client(pki.KubeletClientUser), e.url+"/pods"); code != 200 || !strings.Contains(body, `"items":[]`) {
+		t.Errorf("/pods of a node with none: %d %q, want items []", code, body)
+	}
 	if code, _ := get(t, n.client("skiff-admin"), n.url+"/pods"); code != 403 {
 		t.Errorf("/pods for another user: %d, want 403", code)
 	}
