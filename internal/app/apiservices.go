@@ -28,8 +28,9 @@ import (
 // one (what the server serves from its start), one for each served
 // version of each CustomResourceDefinition, and their availability; and
 // the aggregator that proxies the APIServices of a Service, found through
-// services, presenting the front proxy's client pair of keys.
-func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services aggregation.ServiceResolver, keys *pki.ServerPKI) (*aggregator.Controller, *aggregation.Aggregator, error) {
+// services, presenting the front proxy's client pair of keys, and merging
+// their OpenAPI documents into localOpenAPI's.
+func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services aggregation.ServiceResolver, keys *pki.ServerPKI, localOpenAPI aggregation.LocalOpenAPI) (*aggregator.Controller, *aggregation.Aggregator, error) {
 	proxyCert, err := os.ReadFile(keys.ProxyClientCertFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("apiservices: %w", err)
@@ -71,6 +72,7 @@ func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services agg
 		Services:        services,
 		ProxyClientCert: proxyCert,
 		ProxyClientKey:  proxyKey,
+		LocalOpenAPI:    localOpenAPI,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("apiservices: %w", err)

@@ -384,11 +384,16 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return err
 	}
-	apiServices, aggregated, err := newAPIServices(loopback, slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}), services, keys)
+	openAPI, err := openapi.New(catalog)
+	if err != nil {
+		return fmt.Errorf("openapi: %w", err)
+	}
+	apiServices, aggregated, err := newAPIServices(loopback, slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}), services, keys, openAPI)
 	if err != nil {
 		return err
 	}
 	api.SetAggregated(aggregated)
+	api.SetOpenAPI(aggregated.OpenAPI())
 	// What kube-apiserver's health endpoints check of the start-up, each
 	// failing until its step is done: the APIServices registered at start
 	// Available, the RBAC bootstrap policy and the APF configuration
@@ -410,11 +415,6 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		doneCheck("poststarthook/rbac/bootstrap-roles", rbacBootstrapped),
 		doneCheck("poststarthook/priority-and-fairness-config-producer", apfConfigured),
 		healthz.NewInformerSyncHealthz(apiInformers))
-	openAPI, err := openapi.New(catalog)
-	if err != nil {
-		return fmt.Errorf("openapi: %w", err)
-	}
-	api.SetOpenAPI(openAPI)
 	admit, err := newAdmissionChain(ctx, loopback, apiInformers, authz, services, cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins)
 	if err != nil {
 		return err

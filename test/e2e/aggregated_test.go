@@ -102,6 +102,16 @@ func (e *podsEnv) testAggregatedAPI(t *testing.T) {
 	k.expect("echo.e2e.skiff.dev/alice", "get", "echoes", "-o", "name", "--as", "alice", "--as-group", "system:masters")
 	k.expect(`alice ["system:masters","system:authenticated"]`, "get", "echo", "alice", "-o", `jsonpath={.metadata.name} {.groups}{"\n"}`, "--as", "alice", "--as-group", "system:masters")
 	k.expectError(`Error from server (NotFound): echoes.e2e.skiff.dev "bob" not found`, "get", "echo", "bob")
+	// Its OpenAPI is merged into skiff's by kube-aggregator's controllers
+	// (a second after the APIService became Available): explain reads it.
+	framework.WaitFor(t, time.Minute, "explain echoes", func() (bool, error) {
+		stdout, stderr, err := k.run("explain", "echoes")
+		ok := err == nil && strings.Contains(stdout, "Echo is the caller, as the API server's front proxy named it.") && strings.Contains(stdout, "groups")
+		return ok, fmt.Errorf("stdout %q stderr %q err %v", stdout, stderr, err)
+	})
+	if stdout := k.ok("explain", "echoes.groups"); !strings.Contains(stdout, "The caller's groups, as the front proxy named them.") {
+		t.Errorf("explain echoes.groups:\n%s", stdout)
+	}
 	// skiff authorizes before it proxies: a user with no binding is
 	// refused by skiff in kube-apiserver's words.
 	k.expectError(`Error from server (Forbidden): echoes.e2e.skiff.dev is forbidden: User "nobody" cannot list resource "echoes" in API group "e2e.skiff.dev" at the cluster scope`,

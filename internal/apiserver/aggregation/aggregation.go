@@ -43,6 +43,9 @@ type Config struct {
 	// ProxyClientCert and ProxyClientKey (PEM) are the front proxy's
 	// client pair, presented to the servers behind.
 	ProxyClientCert, ProxyClientKey []byte
+	// LocalOpenAPI, when set, serves the API server's own OpenAPI
+	// documents, into which OpenAPI merges the servers'.
+	LocalOpenAPI LocalOpenAPI
 	// Log reports what cannot be proxied; slog's default when nil.
 	Log *slog.Logger
 }
@@ -58,6 +61,8 @@ type Aggregator struct {
 	count     atomic.Int64
 	discovery aggregatorapiserver.DiscoveryAggregationController
 	remote    *remoteGroups
+	// openAPI is nil without Config.LocalOpenAPI.
+	openAPI *openAPI
 	// dial is shared by every proxy's transport, as kube-aggregator's.
 	dial *transport.DialHolder
 }
@@ -79,6 +84,12 @@ func New(cfg Config) (*Aggregator, error) {
 		dial:   &transport.DialHolder{Dial: defaultDialer.DialContext},
 	}
 	a.discovery = aggregatorapiserver.NewDiscoveryManager(a.remote)
+	if cfg.LocalOpenAPI != nil {
+		var err error
+		if a.openAPI, err = newOpenAPI(cfg.LocalOpenAPI, &a.count); err != nil {
+			return nil, fmt.Errorf("aggregation: %w", err)
+		}
+	}
 	_, err := cfg.APIServices.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { a.update(obj) },
 		UpdateFunc: func(_, obj interface{}) { a.update(obj) },
@@ -90,9 +101,23 @@ func New(cfg Config) (*Aggregator, error) {
 	return a, nil
 }
 
-// Run gathers discovery until ctx ends.
+// Run gathers discovery, and OpenAPI documents with Config.LocalOpenAPI,
+// until ctx ends.
 func (a *Aggregator) Run(ctx context.Context) {
+	if a.openAPI != nil {
+		a.openAPI.run(ctx)
+	}
 	a.discovery.Run(ctx.Done(), nil)
+}
+
+// OpenAPI returns the handler of /openapi/v2, /openapi/v3 and
+// /openapi/v3/...: Config.LocalOpenAPI's documents with the servers'
+// merged in; nil without Config.LocalOpenAPI.
+func (a *Aggregator) OpenAPI() http.Handler {
+	if a.openAPI == nil {
+		return nil
+	}
+	return a.openAPI
 }
 
 // Proxy returns the handler of gv's requests, or nil when no APIService of
@@ -130,6 +155,9 @@ func (a *Aggregator) update(obj interface{}) {
 		if _, loaded := a.proxies.LoadAndDelete(gv); loaded {
 			a.count.Add(-1)
 			a.discovery.RemoveAPIService(svc.Name)
+			if a.openAPI != nil {
+				a.openAPI.remove(svc.Name)
+			}
 		}
 		return
 	}
@@ -142,6 +170,9 @@ func (a *Aggregator) update(obj interface{}) {
 	// Each change (becoming Available, above all) asks the server for its
 	// discovery again, as kube-aggregator's registration controller does.
 	a.discovery.AddAPIService(svc, p.(*serviceProxy))
+	if a.openAPI != nil {
+		a.openAPI.add(svc, p.(*serviceProxy), !loaded)
+	}
 }
 
 func (a *Aggregator) delete(obj interface{}) {
@@ -155,6 +186,9 @@ func (a *Aggregator) delete(obj interface{}) {
 	gv := schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}
 	if _, loaded := a.proxies.LoadAndDelete(gv); loaded {
 		a.count.Add(-1)
+		if a.openAPI != nil {
+			a.openAPI.remove(svc.Name)
+		}
 	}
 	a.discovery.RemoveAPIService(svc.Name)
 }

@@ -75,6 +75,14 @@ func newBackend(t *testing.T, frontProxy *pki.CA) *backend {
 			})
 		case "/apis/e2e.example/v1/echoes":
 			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "EchoList", "apiVersion": "e2e.example/v1", "items": []any{}})
+		case "/openapi/v2":
+			// A path of another group version is not the server's to
+			// document, and is left out.
+			_, _ = w.Write([]byte(`{"swagger":"2.0","info":{"title":"echo","version":"v1"},"paths":{"/apis/e2e.example/v1/echoes":{"get":{"operationId":"listEchoes","responses":{"200":{"description":"OK","schema":{"$ref":"#/definitions/example.e2e.v1.Echo"}}}}},"/apis/other.example/v1/things":{"get":{"operationId":"listThings","responses":{"200":{"description":"OK"}}}}},"definitions":{"example.e2e.v1.Echo":{"type":"object"}}}`))
+		case "/openapi/v3":
+			_, _ = w.Write([]byte(`{"paths":{"apis/e2e.example/v1":{"serverRelativeURL":"/openapi/v3/apis/e2e.example/v1?hash=ECHO"}}}`))
+		case "/openapi/v3/apis/e2e.example/v1":
+			_, _ = w.Write([]byte(`{"openapi":"3.0.0","info":{"title":"echo","version":"v1"},"paths":{},"components":{"schemas":{"example.e2e.v1.Echo":{"type":"object"}}}}`))
 		case "/apis/e2e.example/v1/moved":
 			http.Redirect(w, r, "https://example.com/elsewhere", http.StatusFound)
 		default:
@@ -264,4 +272,154 @@ func TestRemoteGroupsOrder(t *testing.T) {
 	if got := g.groups(); len(got) != 1 || got[0].Name != "b.example" {
 		t.Errorf("after removals: %+v", got)
 	}
+}
+
+// localOpenAPI is an API server's own documents: core/v1 only.
+type localOpenAPI struct{}
+
+func (localOpenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/openapi/v2":
+		_, _ = w.Write([]byte(`{"swagger":"2.0","info":{"title":"Kubernetes","version":"unversioned"},"paths":{"/api/v1/pods":{"get":{"operationId":"listPods","responses":{"200":{"description":"OK","schema":{"$ref":"#/definitions/io.k8s.api.core.v1.Pod"}}}}}},"definitions":{"io.k8s.api.core.v1.Pod":{"type":"object"}}}`))
+	case "/openapi/v3":
+		_, _ = w.Write([]byte(`{"paths":{"api/v1":{"serverRelativeURL":"/openapi/v3/api/v1?hash=LOCAL"}}}`))
+	case "/openapi/v3/api/v1":
+		_, _ = w.Write([]byte(`{"openapi":"3.0.0","info":{"title":"Kubernetes","version":"unversioned"},"paths":{},"components":{"schemas":{"io.k8s.api.core.v1.Pod":{"type":"object"}}}}`))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (localOpenAPI) ServesGroupVersion(key string) bool { return key == "api/v1" }
+
+// TestOpenAPI: with no APIService of a Service the local documents are
+// served as they are; an APIService's server's documents are merged in
+// once it is Available (kube-aggregator's controllers try again a second
+// after the update, not after their minute of backoff): its paths under its
+// own group version in /openapi/v2, its group version in the /openapi/v3
+// index and its document proxied; deleted, it is gone from both.
+func TestOpenAPI(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	frontProxy, err := pki.EnsureCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := frontProxy.EnsureClientCert(dir, pki.FrontProxyClientName, pki.FrontProxyClientName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := os.ReadFile(certFile)
+	key, _ := os.ReadFile(keyFile)
+	b := newBackend(t, frontProxy)
+	client := apiregistrationfake.NewSimpleClientset()
+	factory := apiregistrationinformers.NewSharedInformerFactory(client, 0)
+	a, err := New(Config{
+		APIServices:     factory.Apiregistration().V1().APIServices().Informer(),
+		Services:        resolverTo(strings.TrimPrefix(b.URL, "https://")),
+		ProxyClientCert: cert, ProxyClientKey: key,
+		LocalOpenAPI: localOpenAPI{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer func() {
+		cancel()
+		factory.Shutdown()
+	}()
+	go a.Run(ctx)
+	get := func(path string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r = r.WithContext(genericapirequest.WithUser(r.Context(), &user.DefaultInfo{Name: "alice", Groups: []string{"system:authenticated"}}))
+		w := httptest.NewRecorder()
+		a.OpenAPI().ServeHTTP(w, r)
+		return w
+	}
+	if w := get("/openapi/v3"); w.Code != http.StatusOK || w.Body.String() != `{"paths":{"api/v1":{"serverRelativeURL":"/openapi/v3/api/v1?hash=LOCAL"}}}` {
+		t.Errorf("index with no APIService of a Service: %d %s, want the local one", w.Code, w.Body)
+	}
+
+	if _, err := client.ApiregistrationV1().APIServices().Create(ctx, echoAPIService(b.caPEM, false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Tried while not Available (a 503), then again soon after the update.
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := client.ApiregistrationV1().APIServices().Update(ctx, echoAPIService(b.caPEM, true), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var v2 struct {
+		Paths       map[string]json.RawMessage `json:"paths"`
+		Definitions map[string]json.RawMessage `json:"definitions"`
+	}
+	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		w := get("/openapi/v2")
+		if w.Code != http.StatusOK {
+			return false, nil
+		}
+		v2.Paths, v2.Definitions = nil, nil
+		if err := json.Unmarshal(w.Body.Bytes(), &v2); err != nil {
+			return false, err
+		}
+		return v2.Paths["/apis/e2e.example/v1/echoes"] != nil, nil
+	}); err != nil {
+		t.Fatalf("/openapi/v2 lacks the server's path: %v %v", err, v2.Paths)
+	}
+	if v2.Paths["/api/v1/pods"] == nil || v2.Definitions["io.k8s.api.core.v1.Pod"] == nil || v2.Definitions["example.e2e.v1.Echo"] == nil {
+		t.Errorf("/openapi/v2 paths %v, definitions %v: want the local ones and the server's", keys(v2.Paths), keys(v2.Definitions))
+	}
+	if v2.Paths["/apis/other.example/v1/things"] != nil {
+		t.Error("/openapi/v2 has the server's path outside its group version")
+	}
+	var index struct {
+		Paths map[string]struct {
+			ServerRelativeURL string `json:"serverRelativeURL"`
+		} `json:"paths"`
+	}
+	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		w := get("/openapi/v3")
+		return w.Code == http.StatusOK && json.Unmarshal(w.Body.Bytes(), &index) == nil && len(index.Paths) == 2, nil
+	}); err != nil {
+		t.Fatalf("/openapi/v3 index: %v %+v", err, index)
+	}
+	if index.Paths["api/v1"].ServerRelativeURL != "/openapi/v3/api/v1?hash=LOCAL" || index.Paths["apis/e2e.example/v1"].ServerRelativeURL != "/openapi/v3/apis/e2e.example/v1?hash=ECHO" {
+		t.Errorf("/openapi/v3 index %+v, want the local group version and the server's", index)
+	}
+	if w := get("/openapi/v3/apis/e2e.example/v1?hash=ECHO"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "example.e2e.v1.Echo") {
+		t.Errorf("the server's document: %d %s", w.Code, w.Body)
+	}
+	if w := get("/openapi/v3/api/v1"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "io.k8s.api.core.v1.Pod") {
+		t.Errorf("a local document: %d %s", w.Code, w.Body)
+	}
+	var asked bool
+	for _, r := range b.requests() {
+		if r.path == "/openapi/v3/apis/e2e.example/v1" {
+			asked = r.user == "alice"
+		}
+	}
+	if !asked {
+		t.Error("the server's document was not asked for as the caller")
+	}
+
+	if err := client.ApiregistrationV1().APIServices().Delete(ctx, "v1.e2e.example", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return !strings.Contains(get("/openapi/v2").Body.String(), "e2e.example") && !strings.Contains(get("/openapi/v3").Body.String(), "e2e.example"), nil
+	}); err != nil {
+		t.Errorf("a deleted APIService's documents are still served: %v", err)
+	}
+	if w := get("/openapi/v3/apis/e2e.example/v1"); w.Code != http.StatusNotFound {
+		t.Errorf("a deleted APIService's document: %d, want 404", w.Code)
+	}
+}
+
+func keys(m map[string]json.RawMessage) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

@@ -490,15 +490,25 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.v2.ServeHTTP(w, r)
 	case p == V3Path:
 		s.v3.HandleDiscovery(w, r)
-	case strings.HasPrefix(p, V3Path+"/") && s.servesGroupVersion(strings.TrimPrefix(p, V3Path+"/")):
+	case strings.HasPrefix(p, V3Path+"/") && s.hasDocument(strings.TrimPrefix(p, V3Path+"/")):
 		s.v3.HandleGroupVersion(w, r)
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-// servesGroupVersion reports whether key ("api/v1") has a document.
-func (s *Service) servesGroupVersion(key string) bool {
+// ServesGroupVersion reports whether /openapi/v3/<key> ("apis/apps/v1") is
+// one of the documents of the resources served now.
+func (s *Service) ServesGroupVersion(key string) bool {
+	if err := s.sync(); err != nil {
+		return false
+	}
+	return s.hasDocument(key)
+}
+
+// hasDocument reports whether key has a document as last
+// synced.
+func (s *Service) hasDocument(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.groupVersions[key]

@@ -7,7 +7,9 @@
 // certificate signed by /trust/requestheader-client-ca-file with a common
 // name in /trust/requestheader-allowed-names (both from kube-system's
 // extension-apiserver-authentication), as an aggregated API server does,
-// and answers 401 to anyone else. /healthz answers anyone.
+// and answers 401 to anyone else. It documents echoes in OpenAPI v3
+// (/openapi/v3 and its one group version), as kubectl explain reads them
+// through the API server. /healthz answers anyone.
 package main
 
 import (
@@ -81,7 +83,16 @@ func main() {
 		}
 		write(w, echo(user, r.Header.Values("X-Remote-Group")))
 	})
+	api.HandleFunc("/openapi/v3", func(w http.ResponseWriter, _ *http.Request) {
+		write(w, map[string]any{"paths": map[string]any{
+			"apis/" + groupVersion: map[string]any{"serverRelativeURL": "/openapi/v3/apis/" + groupVersion + "?hash=" + openAPIHash},
+		}})
+	})
+	api.HandleFunc("/openapi/v3/apis/"+groupVersion, func(w http.ResponseWriter, _ *http.Request) {
+		write(w, openAPIDocument)
+	})
 	mux.Handle("/apis/", frontProxyOnly(allowed, api))
+	mux.Handle("/openapi/", frontProxyOnly(allowed, api))
 
 	server := &http.Server{
 		Addr:    ":8443",
@@ -94,6 +105,41 @@ func main() {
 		},
 	}
 	log.Fatal(server.ListenAndServeTLS("/certs/tls.crt", "/certs/tls.key"))
+}
+
+// openAPIHash names the one version of openAPIDocument.
+const openAPIHash = "E2E1"
+
+// openAPIDocument describes echoes.
+var openAPIDocument = map[string]any{
+	"openapi": "3.0.0",
+	"info":    map[string]any{"title": "aggregatedapi", "version": "v1"},
+	// kubectl explain finds a resource's kind on its paths' operations.
+	"paths": map[string]any{
+		"/apis/" + groupVersion + "/echoes": map[string]any{"get": map[string]any{
+			"operationId":                     "listEchoes",
+			"x-kubernetes-group-version-kind": map[string]any{"group": "e2e.skiff.dev", "version": "v1", "kind": "Echo"},
+			"responses": map[string]any{"200": map[string]any{
+				"description": "OK",
+				"content": map[string]any{"application/json": map[string]any{
+					"schema": map[string]any{"$ref": "#/components/schemas/dev.skiff.e2e.v1.Echo"},
+				}},
+			}},
+		}},
+	},
+	"components": map[string]any{"schemas": map[string]any{
+		"dev.skiff.e2e.v1.Echo": map[string]any{
+			"type":        "object",
+			"description": "Echo is the caller, as the API server's front proxy named it.",
+			"properties": map[string]any{
+				"apiVersion": map[string]any{"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
+				"kind":       map[string]any{"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
+				"metadata":   map[string]any{"type": "object", "description": "The caller's name."},
+				"groups":     map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "The caller's groups, as the front proxy named them."},
+			},
+			"x-kubernetes-group-version-kind": []any{map[string]any{"group": "e2e.skiff.dev", "version": "v1", "kind": "Echo"}},
+		},
+	}},
 }
 
 // frontProxyOnly lets through requests whose verified client certificate
