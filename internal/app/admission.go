@@ -127,9 +127,11 @@ func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.S
 	return &admissionChain{Interface: chain, informers: factory}, nil
 }
 
-// run starts the plugins' informers; they stop when ctx ends.
-func (a *admissionChain) run(ctx context.Context) {
+// run starts the plugins' informers, calls started, and stops them when
+// ctx ends.
+func (a *admissionChain) run(ctx context.Context, started func()) {
 	a.informers.Start(ctx.Done())
+	started()
 	<-ctx.Done()
 	a.informers.Shutdown()
 }

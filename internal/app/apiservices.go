@@ -84,8 +84,9 @@ func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services agg
 // extension-apiserver-authentication ConfigMap, which tells aggregated API
 // servers whom to trust (kube-apiserver's controller): clients signed by
 // the cluster's CA, and the front proxy's user headers when its client
-// certificate, signed by the front proxy's CA, is presented.
-func runAuthenticationTrust(ctx context.Context, cs kubernetes.Interface, keys *pki.ServerPKI) error {
+// certificate, signed by the front proxy's CA, is presented. started is
+// called as the controller starts.
+func runAuthenticationTrust(ctx context.Context, cs kubernetes.Interface, keys *pki.ServerPKI, started func()) error {
 	clientCA, err := dynamiccertificates.NewStaticCAContent("client-ca", keys.CA.CertPEM)
 	if err != nil {
 		return fmt.Errorf("authentication trust: %w", err)
@@ -95,6 +96,7 @@ func runAuthenticationTrust(ctx context.Context, cs kubernetes.Interface, keys *
 		return fmt.Errorf("authentication trust: %w", err)
 	}
 	static := func(s ...string) headerrequest.StringSliceProvider { return headerrequest.StaticStringSlice(s) }
+	started()
 	clusterauthenticationtrust.NewClusterAuthenticationTrustController(clusterauthenticationtrust.ClusterAuthenticationInfo{
 		ClientCA: clientCA,
 		// The headers client-go's auth proxy round tripper sets, which

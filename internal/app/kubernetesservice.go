@@ -28,8 +28,9 @@ const masterLeaseTTL = 15 * time.Second
 // Endpoints and EndpointSlice listing every live API server, current with
 // upstream's controller and lease reconciler, until ctx ends. advertise
 // is this server's address as pods reach it; without one (a server bound
-// to loopback only) the Service is kept without endpoints.
-func runKubernetesService(ctx context.Context, etcd *clientv3.Client, client kubernetes.Interface, advertise net.IP, port int) {
+// to loopback only) the Service is kept without endpoints. started is
+// called once the controller runs.
+func runKubernetesService(ctx context.Context, etcd *clientv3.Client, client kubernetes.Interface, advertise net.IP, port int, started func()) {
 	var reconciler reconcilers.EndpointReconciler = reconcilers.NewNoneEndpointReconciler()
 	if advertise != nil && !advertise.IsLoopback() {
 		reconciler = reconcilers.NewLeaseEndpointReconciler(
@@ -50,6 +51,7 @@ func runKubernetesService(ctx context.Context, etcd *clientv3.Client, client kub
 	}, client, factory.Core().V1().Services())
 	factory.Start(ctx.Done())
 	c.Start(ctx.Done())
+	started()
 	<-ctx.Done()
 	c.Stop()
 	factory.Shutdown()

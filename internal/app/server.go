@@ -320,10 +320,12 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		paths = map[string]http.Handler{}
 	}
 	paths[journey.Path] = journeys
+	controllersDebug := &controllerDebug{}
 	apiCfg := apiserver.Config{
 		Resources:    catalog,
 		Authenticate: sa.authn.Authenticate,
 		Paths:        paths,
+		Prefixes:     map[string]http.Handler{controllerDebugPath: controllersDebug},
 		Journey:      journeys,
 		Version:      Version(),
 		// kube-apiserver's storage check: etcd answers a read.
@@ -395,15 +397,32 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	api.SetAggregated(aggregated)
 	api.SetOpenAPI(aggregated.OpenAPI())
 	// What kube-apiserver's health endpoints check of the start-up, each
-	// failing until its step is done: the APIServices registered at start
-	// Available, the RBAC bootstrap policy and the APF configuration
-	// created, the shared informers' caches synced. /readyz alone checks
-	// them: /healthz and /livez say only whether the server lives, since
-	// the controller manager in this process waits for /healthz before it
-	// starts (at most 10 s, upstream's WaitForAPIServer), and the
-	// APIServices' availability needs its controllers.
-	rbacBootstrapped, apfConfigured := make(chan struct{}), make(chan struct{})
-	api.AddHealthChecks(true,
+	// failing until its step is done: its post-start hooks, under their
+	// names, and the APIServices registered at start Available; /readyz
+	// also checks the shared informers' caches. The controller manager in
+	// this process starts once they pass (it would wait at most 10 s for
+	// /healthz, upstream's WaitForAPIServer).
+	hooks := &postStartHooks{}
+	informersStarted := hooks.add("start-apiserver-admission-initializer")
+	genericInformersStarted := hooks.add("generic-apiserver-start-informers")
+	hooks.after(ctx, "start-apiextensions-informers", crds.Running())
+	hooks.after(ctx, "start-apiextensions-controllers", crds.Running())
+	hooks.after(ctx, "crd-informer-synced", crds.Running())
+	kubernetesServiceStarted := hooks.add("bootstrap-controller")
+	namespacesCreated := hooks.add("start-system-namespaces-controller")
+	hooks.after(ctx, "start-service-ip-repair-controllers", bi.Repaired())
+	rbacBootstrapped := hooks.add("rbac/bootstrap-roles")
+	priorityClassesCreated := hooks.add("scheduling/bootstrap-system-priority-classes")
+	apfConfigured := hooks.add("priority-and-fairness-config-producer")
+	authenticationInfoStarted := hooks.add("start-cluster-authentication-info-controller")
+	legacyTokenTrackingStarted := hooks.add("start-legacy-token-tracking-controller")
+	var aggregatorStarted []func()
+	for _, name := range []string{"start-kube-aggregator-informers", "apiservice-registration-controller",
+		"apiservice-status-local-available-controller", "apiservice-status-remote-available-controller",
+		"kube-apiserver-autoregistration", "apiservice-openapi-controller", "apiservice-openapiv3-controller"} {
+		aggregatorStarted = append(aggregatorStarted, hooks.add(name))
+	}
+	api.AddHealthChecks(false, append(hooks.checks(),
 		healthz.NamedCheck("autoregister-completion", func(*http.Request) error {
 			select {
 			case <-apiServices.Registered():
@@ -411,10 +430,8 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			default:
 				return fmt.Errorf("missing APIService: %v", apiServices.Pending())
 			}
-		}),
-		doneCheck("poststarthook/rbac/bootstrap-roles", rbacBootstrapped),
-		doneCheck("poststarthook/priority-and-fairness-config-producer", apfConfigured),
-		healthz.NewInformerSyncHealthz(apiInformers))
+		}))...)
+	api.AddHealthChecks(true, healthz.NewInformerSyncHealthz(apiInformers))
 	admit, err := newAdmissionChain(ctx, loopback, apiInformers, authz, services, cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins)
 	if err != nil {
 		return err
@@ -442,11 +459,17 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return nil
 	})
 	g.Go(func() error {
-		admit.run(gctx)
+		admit.run(gctx, func() {
+			informersStarted()
+			genericInformersStarted()
+		})
 		return nil
 	})
 	g.Go(func() error { return crds.Run(gctx, loopback) })
 	g.Go(func() error {
+		for _, started := range aggregatorStarted {
+			started()
+		}
 		apiServices.Run(gctx)
 		return nil
 	})
@@ -517,7 +540,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := ensureRBACPolicy(gctx, loopback); err != nil {
 			return err
 		}
-		close(rbacBootstrapped)
+		rbacBootstrapped()
 		if err := ensureNodeBootstrapBindings(gctx, cs); err != nil {
 			return err
 		}
@@ -525,7 +548,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			if err := ensureAPFConfiguration(gctx, loopback, apiInformers); err != nil || gctx.Err() != nil {
 				return err
 			}
-			close(apfConfigured)
+			apfConfigured()
 			return nil
 		})
 		if err := ensureFlannelConfig(gctx, cs, netConf); err != nil {
@@ -538,20 +561,26 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := bootstrapNamespaces(gctx, cs); err != nil {
 			return err
 		}
+		namespacesCreated()
+		if err := bootstrapPriorityClasses(gctx, cs); err != nil {
+			return err
+		}
+		priorityClassesCreated()
 		g.Go(func() error {
-			runKubernetesService(gctx, client, cs, advertise, ln.Addr().(*net.TCPAddr).Port)
+			runKubernetesService(gctx, client, cs, advertise, ln.Addr().(*net.TCPAddr).Port, kubernetesServiceStarted)
 			return nil
 		})
 		g.Go(func() error {
 			runServingCSRApprover(gctx, cs)
 			return nil
 		})
-		g.Go(func() error { return runAuthenticationTrust(gctx, cs, keys) })
+		g.Go(func() error { return runAuthenticationTrust(gctx, cs, keys, authenticationInfoStarted) })
 		// kube-apiserver's legacy token tracking: the kube-system ConfigMap
 		// that dates when legacy service account tokens began to be
 		// tracked, which kube-controller-manager's
 		// legacy-serviceaccount-token-cleaner reads.
 		g.Go(func() error {
+			legacyTokenTrackingStarted()
 			legacytokentracking.NewController(cs).RunWithContext(gctx)
 			return nil
 		})
@@ -577,8 +606,18 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 				return nil
 			})
 		}
+		// The start-up steps done, as /healthz tells kube-controller-manager.
+		if err := waitCRDs(gctx, crds); err != nil {
+			return err
+		}
+		if err := waitAPIServices(gctx, apiServices); err != nil {
+			return err
+		}
+		if err := hooks.wait(gctx); err != nil {
+			return err
+		}
 		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
-			clients: serviceAccountClientBuilder{inProcess: inProcess}}
+			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug}
 		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), journeys); err != nil {
 			return err
 		}
@@ -611,12 +650,6 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 					DisableNetworkPolicy: cfg.DisableNetworkPolicy,
 				})
 			})
-		}
-		if err := waitCRDs(gctx, crds); err != nil {
-			return err
-		}
-		if err := waitAPIServices(gctx, apiServices); err != nil {
-			return err
 		}
 		slog.Info("skiff server is ready", "url", serverURL, "kubeconfig", kubeconfigPath)
 		if cfg.OnReady == nil {
@@ -701,8 +734,8 @@ var systemPriorityClasses = []schedulingv1.PriorityClass{
 		Description: "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."},
 }
 
-// bootstrapNamespaces creates the system namespaces (retrying until the
-// API answers) and the system priority classes.
+// bootstrapNamespaces creates the system namespaces, retrying until the
+// API answers.
 func bootstrapNamespaces(ctx context.Context, cs kubernetes.Interface) error {
 	for _, name := range systemNamespaces {
 		for {
@@ -721,6 +754,11 @@ func bootstrapNamespaces(ctx context.Context, cs kubernetes.Interface) error {
 			}
 		}
 	}
+	return nil
+}
+
+// bootstrapPriorityClasses creates the system priority classes.
+func bootstrapPriorityClasses(ctx context.Context, cs kubernetes.Interface) error {
 	for i := range systemPriorityClasses {
 		_, err := cs.SchedulingV1().PriorityClasses().Create(ctx, &systemPriorityClasses[i], metav1.CreateOptions{FieldManager: "skiff"})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -736,17 +774,4 @@ func loopbackFor(bind string) string {
 		return "127.0.0.1"
 	}
 	return bind
-}
-
-// doneCheck is a health check named name that fails until done is
-// closed: a start-up step as kube-apiserver's post-start hooks report.
-func doneCheck(name string, done <-chan struct{}) healthz.HealthChecker {
-	return healthz.NamedCheck(name, func(*http.Request) error {
-		select {
-		case <-done:
-			return nil
-		default:
-			return errors.New("not finished")
-		}
-	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,6 +38,28 @@ import (
 // Available, says why, is listed Stale and answers 503; aggregated
 // discovery lists apiservices and their status; aggregated API servers
 // find whom to trust in extension-apiserver-authentication.
+// startupChecks are the checks kube-apiserver v1.37's /healthz, /livez
+// and /readyz list of its start, as the upstream e2e suite names them.
+var startupChecks = []string{"ping", "log", "etcd",
+	"poststarthook/start-apiserver-admission-initializer",
+	"poststarthook/generic-apiserver-start-informers",
+	"poststarthook/start-apiextensions-informers",
+	"poststarthook/start-apiextensions-controllers",
+	"poststarthook/crd-informer-synced",
+	"poststarthook/bootstrap-controller",
+	"poststarthook/start-system-namespaces-controller",
+	"poststarthook/start-service-ip-repair-controllers",
+	"poststarthook/scheduling/bootstrap-system-priority-classes",
+	"poststarthook/start-cluster-authentication-info-controller",
+	"poststarthook/start-kube-aggregator-informers",
+	"poststarthook/apiservice-registration-controller",
+	"poststarthook/apiservice-status-local-available-controller",
+	"poststarthook/apiservice-status-remote-available-controller",
+	"poststarthook/kube-apiserver-autoregistration",
+	"autoregister-completion",
+	"poststarthook/apiservice-openapi-controller",
+}
+
 func TestAPIServices(t *testing.T) {
 	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
 	ctx := ctxFor(t)
@@ -45,6 +68,22 @@ func TestAPIServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := apiServiceCondition{status: apiregistrationv1.ConditionTrue, reason: "Local", message: "Local APIServices are always available"}
+
+	// The health endpoints of a ready server list kube-apiserver's start-up
+	// steps, passed: those the upstream e2e spec "health handlers should
+	// contain necessary checks" requires.
+	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+		res := rawRequest(ctx, t, c.RESTConfig, http.MethodGet, path+"?verbose", "", nil)
+		want := slices.Clone(startupChecks)
+		if path == "/readyz" {
+			want = append(want, "informer-sync")
+		}
+		for _, check := range want {
+			if !strings.Contains(string(res.body), "[+]"+check+" ok\n") {
+				t.Errorf("%s?verbose lacks [+]%s ok: %d\n%s", path, check, res.code, res.body)
+			}
+		}
+	}
 
 	// One for each served group version kube-apiserver gives a priority,
 	// Available as soon as the server is ready.

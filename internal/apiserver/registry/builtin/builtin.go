@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -111,6 +112,24 @@ type Builtin struct {
 	GroupOrder []string
 	informers  informers.SharedInformerFactory
 	run        []func(ctx context.Context)
+	// repairsPending counts the repairs of Services' cluster IPs and node
+	// ports yet to succeed once; repaired is closed when none is left.
+	repairsPending atomic.Int32
+	repaired       chan struct{}
+}
+
+// Repaired is closed once the repairs of Services' cluster IPs and node
+// ports have each succeeded once after start, as kube-apiserver's
+// start-service-ip-repair-controllers post-start hook waits for.
+func (b *Builtin) Repaired() <-chan struct{} {
+	return b.repaired
+}
+
+// repairSucceeded notes one repair's first success.
+func (b *Builtin) repairSucceeded() {
+	if b.repairsPending.Add(-1) == 0 {
+		close(b.repaired)
+	}
 }
 
 // Run runs the registry's background work until ctx ends.
@@ -162,7 +181,7 @@ func New(cfg Config) (*Builtin, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Builtin{informers: informers.NewSharedInformerFactory(client, 0)}
+	b := &Builtin{informers: informers.NewSharedInformerFactory(client, 0), repaired: make(chan struct{})}
 	getter := &optionsGetter{factory: factory, newStore: cfg.NewStore, stores: map[string]storage.Store{}, made: map[schema.GroupResource]registrystorage.Config{}}
 	resources := serverstorage.NewResourceConfig()
 	resources.EnableVersions(enabledGroupVersions...)
@@ -233,6 +252,9 @@ func New(cfg Config) (*Builtin, error) {
 		}
 	}
 	b.GroupOrder = groupOrder
+	if b.repairsPending.Load() == 0 {
+		close(b.repaired)
+	}
 	return b, nil
 }
 

@@ -147,20 +147,21 @@ func (b *Builtin) coreRest(cfg Config, getter *optionsGetter, client kubernetes.
 		b.informers.Core().V1().Services(), b.informers.Networking().V1().ServiceCIDRs(), b.informers.Networking().V1().IPAddresses())
 	b.run = append(b.run,
 		func(ctx context.Context) { cidrs.Start(ctx) },
-		func(ctx context.Context) { runUntil(ctx, portRepair.RunUntil) },
-		func(ctx context.Context) { runUntil(ctx, ipRepair.RunUntil) },
+		func(ctx context.Context) { runUntil(ctx, portRepair.RunUntil, b.repairSucceeded) },
+		func(ctx context.Context) { runUntil(ctx, ipRepair.RunUntil, b.repairSucceeded) },
 	)
+	b.repairsPending.Add(2)
 	return m, nil
 }
 
 // runUntil runs a repair loop of upstream's (RunUntil(onFirstSuccess,
 // stop)) until ctx ends.
-func runUntil(ctx context.Context, run func(onFirstSuccess func(), stop chan struct{})) {
+func runUntil(ctx context.Context, run func(onFirstSuccess func(), stop chan struct{}), onFirstSuccess func()) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		run(func() {}, stop)
+		run(onFirstSuccess, stop)
 	}()
 	<-ctx.Done()
 	close(stop)

@@ -1,0 +1,81 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"k8s.io/apiserver/pkg/server/healthz"
+)
+
+// postStartHooks are the steps of a server's start that kube-apiserver runs
+// as post-start hooks, under kube-apiserver's names: each has a health
+// check, poststarthook/<name>, on /healthz, /livez and /readyz, which
+// fails ("not finished") until the step is done, as kube-apiserver's do.
+type postStartHooks struct {
+	mu    sync.Mutex
+	hooks []*postStartHook
+}
+
+type postStartHook struct {
+	name string
+	done chan struct{}
+	once sync.Once
+}
+
+// add registers a step and returns what marks it done (once; later calls
+// do nothing). Steps are added before the server takes requests.
+func (h *postStartHooks) add(name string) (done func()) {
+	hook := &postStartHook{name: name, done: make(chan struct{})}
+	h.mu.Lock()
+	h.hooks = append(h.hooks, hook)
+	h.mu.Unlock()
+	return func() { hook.once.Do(func() { close(hook.done) }) }
+}
+
+// after registers a step done once ch is closed (or never, if ctx ends
+// first).
+func (h *postStartHooks) after(ctx context.Context, name string, ch <-chan struct{}) {
+	done := h.add(name)
+	go func() {
+		select {
+		case <-ch:
+			done()
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// checks are the steps' health checks, in the order they were added.
+func (h *postStartHooks) checks() []healthz.HealthChecker {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]healthz.HealthChecker, 0, len(h.hooks))
+	for _, hook := range h.hooks {
+		out = append(out, healthz.NamedCheck("poststarthook/"+hook.name, func(*http.Request) error {
+			select {
+			case <-hook.done:
+				return nil
+			default:
+				return errors.New("not finished")
+			}
+		}))
+	}
+	return out
+}
+
+// wait waits until every step added so far is done, or ctx ends.
+func (h *postStartHooks) wait(ctx context.Context) error {
+	h.mu.Lock()
+	hooks := append([]*postStartHook(nil), h.hooks...)
+	h.mu.Unlock()
+	for _, hook := range hooks {
+		select {
+		case <-hook.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
