@@ -76,6 +76,9 @@ type Config struct {
 	// Paths serve other non-resource paths (exact match) to authenticated
 	// callers: the service account issuer's OpenID discovery.
 	Paths map[string]http.Handler
+	// Prefixes serve, likewise, the non-resource paths under each prefix
+	// (ending in "/"): the controllers' debugging handlers.
+	Prefixes map[string]http.Handler
 	// Version is served at /version.
 	Version version.Info
 	// Clock stamps creation and deletion times; nil means the real clock.
@@ -307,6 +310,9 @@ func (s *Server) serveAuthenticated(w http.ResponseWriter, r *http.Request, info
 	case s.cfg.Paths[path] != nil:
 		s.cfg.Paths[path].ServeHTTP(w, r)
 		return
+	case s.prefixHandler(path) != nil:
+		s.prefixHandler(path).ServeHTTP(w, r)
+		return
 	case path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/"):
 		serveProfiling(w, r)
 		return
@@ -418,4 +424,14 @@ func withUser(ctx context.Context, u User) context.Context {
 func userFrom(ctx context.Context) User {
 	u, _ := ctx.Value(userKey{}).(User)
 	return u
+}
+
+// prefixHandler is the handler of the Prefixes entry path is under, or nil.
+func (s *Server) prefixHandler(path string) http.Handler {
+	for prefix, h := range s.cfg.Prefixes {
+		if strings.HasPrefix(path, prefix) {
+			return h
+		}
+	}
+	return nil
 }

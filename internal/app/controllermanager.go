@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	saauth "k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/server/mux"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
@@ -92,6 +95,30 @@ type controllerManager struct {
 	// clients gives each controller its client (serviceAccountClientBuilder);
 	// nil gives every controller rc's identity.
 	clients clientbuilder.ControllerClientBuilder
+	// debug, when set, serves the running controllers' debugging handlers.
+	debug *controllerDebug
+}
+
+// controllerDebugPath is where the controllers' debugging handlers are
+// served on the API server, as on kube-controller-manager's port: the
+// garbage collector's dependency graph (DOT) at
+// /debug/controllers/garbage-collector-controller/graph, ?uid= for an object's.
+const controllerDebugPath = "/debug/controllers/"
+
+// controllerDebug serves the debugging handlers of the controllers this
+// server runs now (kube-controller-manager's unsecured mux, which its
+// controllers register on as they are built).
+type controllerDebug struct {
+	mux atomic.Pointer[mux.PathRecorderMux]
+}
+
+func (d *controllerDebug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := d.mux.Load()
+	if m == nil {
+		http.Error(w, "the controllers do not run in this server now: another server holds the kube-system/kube-controller-manager Lease", http.StatusServiceUnavailable)
+		return
+	}
+	m.ServeHTTP(w, r)
 }
 
 // kubeControllerManagerConfig is kube-controller-manager's default
@@ -264,10 +291,15 @@ func (m *controllerManager) runControllers(ctx context.Context) error {
 	} else if tokens != nil {
 		controllers = append(controllers, tokens)
 	}
-	built, err := kcm.BuildControllers(ctx, cctx, descriptors, nil, controllerhealthz.NewMutableHealthzHandler())
+	debugMux := mux.NewPathRecorderMux("controller-debug")
+	built, err := kcm.BuildControllers(ctx, cctx, descriptors, debugMux, controllerhealthz.NewMutableHealthzHandler())
 	if err != nil {
 		cctx.InformerFactory.Shutdown()
 		return fmt.Errorf("controller manager: %w", err)
+	}
+	if m.debug != nil {
+		m.debug.mux.Store(debugMux)
+		defer m.debug.mux.Store(nil)
 	}
 	controllers = append(controllers, built...)
 	cctx.InformerFactory.Start(ctx.Done())

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/test/integration/framework"
 )
@@ -206,4 +209,41 @@ func TestNamespaceDeletionOtherFinalizers(t *testing.T) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
+}
+
+// TestControllerDebugHandlers: the controllers' debugging handlers are
+// served on the API server as on kube-controller-manager's port: the
+// garbage collector's dependency graph of an object lists the object and
+// its dependents in DOT. Like any non-resource URL, it is authorized.
+func TestControllerDebugHandlers(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	cms := c.Client.CoreV1().ConfigMaps("default")
+	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dependent, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dependent", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID},
+	}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/debug/controllers/garbage-collector-controller/graph?uid=" + string(owner.UID)
+	var res rawResponse
+	waitForLong(t, "the owner and its dependent in the garbage collector's graph", func() bool {
+		res = rawRequest(ctx, t, c.RESTConfig, http.MethodGet, path, "", nil)
+		body := string(res.body)
+		return res.code == http.StatusOK && strings.HasPrefix(body, "strict digraph full {\n") &&
+			strings.Contains(body, `"`+string(owner.UID)+`"`) && strings.Contains(body, `"`+string(dependent.UID)+`"`)
+	})
+	if ct := res.header.Get("Content-Type"); ct != "text/vnd.graphviz" {
+		t.Errorf("Content-Type %q, want text/vnd.graphviz", ct)
+	}
+	nobody := rest.CopyConfig(c.RESTConfig)
+	nobody.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
+	if res := rawRequest(ctx, t, nobody, http.MethodGet, path, "", nil); res.code != http.StatusForbidden {
+		t.Errorf("as a user without rights: %d %s, want 403", res.code, res.body)
+	}
 }
