@@ -164,6 +164,9 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	var nodePortAddresses string
 	fs.BoolVar(&cfg.DisableKubeProxy, "disable-kube-proxy", false, "run no service proxy (kube-proxy) on the local node")
 	fs.BoolVar(&cfg.DisableNetworkPolicy, "disable-network-policy", false, "enforce no NetworkPolicy on the local node (they are stored, not applied)")
+	priorityAndFairness := fs.Bool("enable-priority-and-fairness", true, "classify and queue requests by the FlowSchemas and PriorityLevelConfigurations (API Priority and Fairness, kube-apiserver's flag)")
+	fs.IntVar(&cfg.MaxRequestsInFlight, "max-requests-inflight", 400, "with --max-mutating-requests-inflight, the seats API Priority and Fairness shares among the priority levels (kube-apiserver's flag)")
+	fs.IntVar(&cfg.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", 200, "see --max-requests-inflight (kube-apiserver's flag)")
 	fs.StringVar(&cfg.ClusterDNS, "cluster-dns", "", "kubelet's --cluster-dns: comma-separated nameservers of ClusterFirst pods (default: "+app.ClusterDNSServiceIP+", the kube-dns Service, when the server serves cluster DNS; else none, and such pods get the node's resolv.conf)")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "kubelet's --cluster-domain: the cluster's DNS domain, searched by ClusterFirst pods, and the domain cluster DNS answers for")
 	fs.BoolVar(&cfg.DNS.Disable, "disable-cluster-dns", false, "serve no cluster DNS: no CoreDNS, no kube-dns Service")
@@ -200,6 +203,7 @@ func parseServerFlags(args []string, output io.Writer) (app.ServerConfig, error)
 	cfg.DisableAdmissionPlugins = splitList(disableAdmission)
 	cfg.NoHugePages = !*hugePages
 	cfg.DisallowPrivileged = !*allowPrivileged
+	cfg.DisablePriorityAndFairness = !*priorityAndFairness
 	cfg.ControllerManager.Controllers = splitList(controllers)
 	cfg.Authorization.Modes = splitList(authzModes)
 	cfg.ControllerManager.NoLeaderElection = !*leaderElect

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/rest"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 
 	"github.com/skiff-sh/skiff/internal/storage"
 )
@@ -369,6 +370,8 @@ func (ep *endpoint) watchWith(w http.ResponseWriter, r *http.Request, info reque
 		}
 	}
 	defer wi.Stop()
+	// Set up: flow control gives the watch's seat back.
+	utilflowcontrol.WatchInitialized(r.Context())
 	ws, err := newWatchStream(w, out)
 	if err != nil {
 		return err

@@ -131,6 +131,9 @@ type Server struct {
 	// healthMu serializes its rebuilding.
 	health   atomic.Pointer[http.ServeMux]
 	healthMu sync.Mutex
+	// flowControl, when set (SetFlowControl), serves authenticated
+	// requests through API Priority and Fairness.
+	flowControl http.Handler
 }
 
 // New validates the config and builds the server; Run must be called to
@@ -261,15 +264,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case isHealthPath(path):
 		s.health.Load().ServeHTTP(w, r)
 		return
-	case path == "/version" || path == "/version/":
-		s.writeJSON(w, http.StatusOK, s.cfg.Version)
-		return
 	}
 	user, ok := inProcessUser(r.Context())
 	if !ok && s.cfg.Authenticate != nil {
 		user, ok = s.cfg.Authenticate(r)
 	}
 	if !ok {
+		if isVersionPath(path) {
+			// Anyone may read the version (kube-apiserver's
+			// system:public-info-viewer grants it to anonymous callers).
+			s.writeJSON(w, http.StatusOK, s.cfg.Version)
+			return
+		}
 		s.writeError(w, r, apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
@@ -296,14 +302,27 @@ func (s *Server) serveAsUser(w http.ResponseWriter, r *http.Request, info reques
 }
 
 // serveAuthenticated serves r, whose caller (impersonated or not) is in its
-// context, if the authorizer allows it.
+// context, through flow control when it is on.
 func (s *Server) serveAuthenticated(w http.ResponseWriter, r *http.Request, info requestInfo) {
+	if s.flowControl != nil {
+		s.serveFlowControlled(w, r, info)
+		return
+	}
+	s.serveAuthorized(w, r, info)
+}
+
+// serveAuthorized serves r, whose caller is in its context, if the
+// authorizer allows it.
+func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request, info requestInfo) {
 	if err := s.authorize(r); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	path := r.URL.Path
 	switch {
+	case isVersionPath(path):
+		s.writeJSON(w, http.StatusOK, s.cfg.Version)
+		return
 	case path == "/metrics":
 		s.metrics.serve(w, r)
 		return
@@ -434,4 +453,9 @@ func (s *Server) prefixHandler(path string) http.Handler {
 		}
 	}
 	return nil
+}
+
+// isVersionPath reports whether path is /version's.
+func isVersionPath(path string) bool {
+	return path == "/version" || path == "/version/"
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/websocket"
 	"k8s.io/apiserver/pkg/server/healthz"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -130,6 +131,15 @@ type ServerConfig struct {
 	DisableKubeProxy bool
 	// DisableNetworkPolicy is the local agent's (AgentConfig).
 	DisableNetworkPolicy bool
+	// DisablePriorityAndFairness is kube-apiserver's
+	// --enable-priority-and-fairness=false: requests are neither
+	// classified nor queued by the FlowSchemas and priority levels.
+	DisablePriorityAndFairness bool
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight are
+	// kube-apiserver's flags of those names: their sum is the seats API
+	// Priority and Fairness shares among the priority levels (0: 400 and
+	// 200, kube-apiserver's defaults).
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 	// FlannelBackend is the pod network's backend across nodes (k3s's
 	// --flannel-backend): vxlan, host-gw, or none. With
 	// ControllerManager.ClusterCIDR set and a backend other than none,
@@ -368,6 +378,21 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return err
 	}
 	api.SetAuthorizer(authz)
+	// API Priority and Fairness, as kube-apiserver's BuildPriorityAndFairness
+	// sets it up: its configuration controller follows the FlowSchemas and
+	// priority levels through the shared informers and writes their status.
+	var flowControl utilflowcontrol.Interface
+	if !cfg.DisablePriorityAndFairness {
+		inFlight, mutating := cfg.MaxRequestsInFlight, cfg.MaxMutatingRequestsInFlight
+		if inFlight == 0 {
+			inFlight = 400
+		}
+		if mutating == 0 {
+			mutating = 200
+		}
+		flowControl = utilflowcontrol.New(apiInformers, loopbackClient.FlowcontrolV1(), inFlight+mutating)
+		api.SetFlowControl(flowControl)
+	}
 	stores := newStoreSet(client, transformers)
 	defer stores.close()
 	bi, err := newBuiltin(cfg.DataDir, stores, catalog, loopback, sa.tokens, authz, ruleResolver)
@@ -414,6 +439,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	rbacBootstrapped := hooks.add("rbac/bootstrap-roles")
 	priorityClassesCreated := hooks.add("scheduling/bootstrap-system-priority-classes")
 	apfConfigured := hooks.add("priority-and-fairness-config-producer")
+	var apfFilterStarted func()
+	if flowControl != nil {
+		apfFilterStarted = hooks.add("priority-and-fairness-filter")
+	}
 	authenticationInfoStarted := hooks.add("start-cluster-authentication-info-controller")
 	legacyTokenTrackingStarted := hooks.add("start-legacy-token-tracking-controller")
 	var aggregatorStarted []func()
@@ -466,6 +495,12 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return nil
 	})
 	g.Go(func() error { return crds.Run(gctx, loopback) })
+	if flowControl != nil {
+		g.Go(func() error {
+			apfFilterStarted()
+			return flowControl.Run(gctx.Done())
+		})
+	}
 	g.Go(func() error {
 		for _, started := range aggregatorStarted {
 			started()

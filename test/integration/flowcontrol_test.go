@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	flowcontrolbootstrap "k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/test/integration/framework"
 )
@@ -63,4 +67,81 @@ func names[T any](items []T, name func(T) string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestAPFClassification: requests are classified by the FlowSchemas as
+// kube-apiserver classifies them, upstream's e2e spec "requests can be
+// classified by adding FlowSchema and PriorityLevelConfiguration": a new
+// priority level and a flow schema for user noxu reach steady state (the
+// schema's Dangling condition False, the level's nominal seats on
+// /metrics), noxu's request is answered with their UIDs in the
+// X-Kubernetes-PF-* headers, another user's with the UIDs of the schema
+// and level that match it.
+func TestAPFClassification(t *testing.T) {
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fc := c.Client.FlowcontrolV1()
+	pl, err := fc.PriorityLevelConfigurations().Create(ctx, &flowcontrolv1.PriorityLevelConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-testing-prioritylevel"},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{
+			Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
+				NominalConcurrencyShares: ptr.To[int32](1),
+				LimitResponse:            flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fc.FlowSchemas().Create(ctx, &flowcontrolv1.FlowSchema{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-testing-flowschema"},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			MatchingPrecedence:         1000,
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: pl.Name},
+			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects:         []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "noxu"}}},
+				NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: []string{flowcontrolv1.VerbAll}, NonResourceURLs: []string{flowcontrolv1.NonResourceAll}}},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: []string{flowcontrolv1.VerbAll}, APIGroups: []string{flowcontrolv1.APIGroupAll},
+					Resources: []string{flowcontrolv1.ResourceAll}, Namespaces: []string{flowcontrolv1.NamespaceEvery}, ClusterScope: true}},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		got, err := fc.FlowSchemas().Get(ctx, fs.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		steady := false
+		for _, cond := range got.Status.Conditions {
+			steady = steady || (cond.Type == flowcontrolv1.FlowSchemaConditionDangling && cond.Status == flowcontrolv1.ConditionFalse)
+		}
+		metrics := rawRequest(ctx, t, c.RESTConfig, http.MethodGet, "/metrics", "", nil)
+		return steady && strings.Contains(string(metrics.body), `apiserver_flowcontrol_nominal_limit_seats{priority_level="e2e-testing-prioritylevel"}`), nil
+	})
+	if err != nil {
+		t.Fatalf("the flow schema and priority level do not reach steady state: %v", err)
+	}
+	asUser := func(name string) rawResponse {
+		cfg := rest.CopyConfig(c.RESTConfig)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: []string{"system:authenticated"}}
+		return rawRequest(ctx, t, cfg, http.MethodGet, "/version", "", nil)
+	}
+	res := asUser("noxu")
+	if res.code != http.StatusOK || res.header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID) != string(fs.UID) ||
+		res.header.Get(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID) != string(pl.UID) {
+		t.Errorf("noxu's request: %d, headers %v; want the UIDs of %s and %s", res.code, res.header, fs.UID, pl.UID)
+	}
+	globalDefault, err := fc.FlowSchemas().Get(ctx, "global-default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := asUser("foo"); res.code != http.StatusOK || res.header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID) != string(globalDefault.UID) {
+		t.Errorf("foo's request: %d, headers %v; want global-default's UID %s", res.code, res.header, globalDefault.UID)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	apiserverproxy "k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/transport"
@@ -255,6 +256,9 @@ func (p *serviceProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
 		return
 	}
+	// The server behind does the work: flow control gives a watch's seat
+	// back, as kube-aggregator's proxy tells it.
+	utilflowcontrol.RequestDelegated(r.Context())
 	location := &url.URL{Scheme: "https", Host: endpoint.Host, Path: r.URL.Path, RawQuery: r.URL.Query().Encode()}
 	req, cancel := apiserverproxy.NewRequestForProxy(location, r)
 	defer cancel()
