@@ -35,6 +35,7 @@ import (
 	"k8s.io/kubernetes/pkg/controlplane/controller/legacytokentracking"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/etcd"
@@ -318,7 +319,12 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if advertise != nil && !advertise.IsLoopback() {
 		externalURL = "https://" + net.JoinHostPort(advertise.String(), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	}
-	sa, err := newServiceAccounts(cfg.ServiceAccountIssuer, keys.ServiceAccountKey, externalURL, catalog, otherTokens...)
+	// Client certificates of the cluster CA authenticate as their
+	// subjects; the front proxy's (its own CA, its one name) for the users
+	// its headers name, as kube-apiserver's --requestheader-* flags set up
+	// by kubeadm.
+	frontProxy := &authn.FrontProxyConfig{CA: keys.FrontProxyCA.Cert, AllowedNames: []string{pki.FrontProxyClientName}}
+	sa, err := newServiceAccounts(cfg.ServiceAccountIssuer, keys.ServiceAccountKey, externalURL, catalog, keys.CA.Cert, frontProxy, otherTokens...)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -60,7 +61,7 @@ func (s *secretsLater) Secrets(namespace string) typedv1core.SecretInterface {
 // checked against the objects stored in catalog's resources. serverURL's
 // host is where the keys document is said to be. otherTokens authenticate
 // the bearer tokens that are not service account tokens.
-func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, catalog *registry.Catalog, otherTokens ...authenticator.Request) (*serviceAccounts, error) {
+func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, catalog *registry.Catalog, clientCA *x509.Certificate, frontProxy *authn.FrontProxyConfig, otherTokens ...authenticator.Request) (*serviceAccounts, error) {
 	if issuer == "" {
 		issuer = DefaultServiceAccountIssuer
 	}
@@ -86,6 +87,8 @@ func newServiceAccounts(issuer string, key crypto.Signer, serverURL string, cata
 		}),
 		Others:        otherTokens,
 		LegacySecrets: legacySecrets,
+		ClientCA:      clientCA,
+		FrontProxy:    frontProxy,
 	})
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ func TestNewServiceAccounts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sa, err := newServiceAccounts(tt.issuer, key, "https://127.0.0.1:6443", registry.NewCatalog())
+			sa, err := newServiceAccounts(tt.issuer, key, "https://127.0.0.1:6443", registry.NewCatalog(), nil, nil)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatal("no error")

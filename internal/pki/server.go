@@ -108,10 +108,10 @@ func (p *ServerPKI) ClientCAPool() *x509.CertPool {
 
 // ServingTLSConfig returns a new TLS configuration for the API server: the serving pair
 // loaded from disk now, TLS 1.2 or later, HTTP/2 and HTTP/1.1 offered through ALPN, and
-// client certificates requested and, when given, verified against the CA
-// (tls.VerifyClientCertIfGiven): a client without a certificate still connects and the
-// server decides whether to answer 401, while one presenting a certificate the CA did not
-// sign fails the handshake. The chain the server sends ends with the CA certificate, so
+// client certificates requested and, when given, verified against the CA or the front
+// proxy's CA (tls.VerifyClientCertIfGiven): a client without a certificate still connects
+// and the server decides whether to answer 401, while one presenting a certificate neither
+// signed fails the handshake. The chain the server sends ends with the CA certificate, so
 // that a node joining with a token can find the CA there and check it against the token's
 // hash before it trusts the server (see JoinToken). The caller owns the returned value.
 func (p *ServerPKI) ServingTLSConfig() (*tls.Config, error) {
@@ -127,9 +127,21 @@ func (p *ServerPKI) ServingTLSConfig() (*tls.Config, error) {
 		CipherSuites: ServingCipherSuites,
 		Certificates: []tls.Certificate{pair},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    p.ClientCAPool(),
+		ClientCAs:    p.servingClientCAs(),
 		NextProtos:   []string{"h2", "http/1.1"},
 	}, nil
+}
+
+// servingClientCAs are the roots the API server verifies client
+// certificates against: the CA, and the front proxy's CA, whose one client
+// (the front proxy) the server then trusts for the user its headers name
+// (request-header authentication), not as a user of its own.
+func (p *ServerPKI) servingClientCAs() *x509.CertPool {
+	pool := p.ClientCAPool()
+	if p.FrontProxyCA != nil {
+		pool.AddCert(p.FrontProxyCA.Cert)
+	}
+	return pool
 }
 
 // AdminKubeconfig returns a kubeconfig for serverURL (e.g. https://127.0.0.1:6443) that

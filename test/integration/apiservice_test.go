@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	apiregistrationclientset "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
@@ -68,6 +72,40 @@ func TestAPIServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := apiServiceCondition{status: apiregistrationv1.ConditionTrue, reason: "Local", message: "Local APIServices are always available"}
+
+	// Request-header authentication: the front proxy's certificate with
+	// user headers is that user (kube-apiserver's --requestheader-*); the
+	// certificate alone is nobody.
+	proxyConfig := func(header http.Header) *rest.Config {
+		dir := filepath.Join(c.DataDir, "pki", "front-proxy")
+		cfg := &rest.Config{Host: c.URL, TLSClientConfig: rest.TLSClientConfig{CAData: c.RESTConfig.CAData,
+			CertFile: filepath.Join(dir, "front-proxy-client.crt"), KeyFile: filepath.Join(dir, "front-proxy-client.key")}}
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				r = r.Clone(r.Context())
+				for k, v := range header {
+					r.Header[k] = v
+				}
+				return rt.RoundTrip(r)
+			})
+		}
+		return cfg
+	}
+	viaProxy, err := kubernetes.NewForConfig(proxyConfig(http.Header{"X-Remote-User": {"alice"}, "X-Remote-Group": {"dev"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := viaProxy.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil || review.Status.UserInfo.Username != "alice" || !slices.Equal(review.Status.UserInfo.Groups, []string{"dev", "system:authenticated"}) {
+		t.Errorf("whoami through the front proxy: %+v %v, want alice in dev and system:authenticated", review, err)
+	}
+	bare, err := kubernetes.NewForConfig(proxyConfig(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bare.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Errorf("the front proxy's certificate without user headers: %v, want 401", err)
+	}
 
 	// The health endpoints of a ready server list kube-apiserver's start-up
 	// steps, passed: those the upstream e2e spec "health handlers should
@@ -392,3 +430,7 @@ func kubectl(t *testing.T, c *framework.Cluster, args ...string) string {
 	}
 	return out.String()
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,11 +1,15 @@
 // Package authn authenticates the API server's requests as kube-apiserver
-// does: by a client certificate the TLS layer verified against the cluster
-// CA, else by a service account's bearer token, checked by upstream's
-// service account authenticator (k8s.io/kubernetes/pkg/serviceaccount),
-// else by the other token authenticators the server is given.
+// does: a front proxy's request by the user headers it sets (request-header
+// authentication), else by a client certificate the TLS layer verified
+// against the cluster CA, else by a service account's bearer token,
+// checked by upstream's service account authenticator
+// (k8s.io/kubernetes/pkg/serviceaccount), else by the other token
+// authenticators the server is given.
 package authn
 
 import (
+	"bytes"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/request/websocket"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
@@ -58,7 +63,32 @@ type Config struct {
 	// dates each use in the Secret's kubernetes.io/legacy-token-last-used
 	// label through LegacySecrets.
 	LegacySecrets typedv1core.SecretsGetter
+	// ClientCA, when set, is the CA whose client certificates authenticate
+	// as their subjects: a certificate the TLS layer verified against
+	// another of its roots (the front proxy's CA) is no user of its own.
+	ClientCA *x509.Certificate
+	// FrontProxy, when set, authenticates the requests of a front proxy
+	// (kube-apiserver's --requestheader-* flags).
+	FrontProxy *FrontProxyConfig
 }
+
+// FrontProxyConfig is whom a front proxy's user headers are trusted from:
+// a client certificate signed by CA with a common name in AllowedNames
+// (any, when empty).
+type FrontProxyConfig struct {
+	CA           *x509.Certificate
+	AllowedNames []string
+}
+
+// The headers a front proxy names its user in, as kubeadm configures
+// kube-apiserver's --requestheader-*-headers and client-go's auth proxy
+// round tripper sets them.
+var (
+	UsernameHeaders     = []string{"X-Remote-User"}
+	UIDHeaders          = []string{"X-Remote-Uid"}
+	GroupHeaders        = []string{"X-Remote-Group"}
+	ExtraHeaderPrefixes = []string{"X-Remote-Extra-"}
+)
 
 // Authenticator authenticates requests; build it with New.
 type Authenticator struct {
@@ -66,6 +96,13 @@ type Authenticator struct {
 	// tokens is bearer tokens, in the Authorization header or in a
 	// WebSocket subprotocol, system:authenticated added.
 	tokens authenticator.Request
+	// clientCA is Config.ClientCA.
+	clientCA *x509.Certificate
+	// frontProxyCA and frontProxy are Config.FrontProxy's CA and
+	// upstream's request-header authenticator over it,
+	// system:authenticated added; nil without one.
+	frontProxyCA *x509.Certificate
+	frontProxy   authenticator.Request
 }
 
 // New validates cfg and builds the authenticator chain.
@@ -99,10 +136,25 @@ func New(cfg Config) (*Authenticator, error) {
 		token = tokencache.New(token, true, cfg.SuccessCacheTTL, 0)
 	}
 	chain := append([]authenticator.Request{bearertoken.New(token), websocket.NewProtocolAuthenticator(token)}, cfg.Others...)
-	return &Authenticator{
-		auds:   cfg.APIAudiences,
-		tokens: group.NewAuthenticatedGroupAdder(union.New(chain...)),
-	}, nil
+	a := &Authenticator{
+		auds:     cfg.APIAudiences,
+		tokens:   group.NewAuthenticatedGroupAdder(union.New(chain...)),
+		clientCA: cfg.ClientCA,
+	}
+	if fp := cfg.FrontProxy; fp != nil {
+		if fp.CA == nil {
+			return nil, errors.New("authn: a front proxy without a CA")
+		}
+		roots := x509.NewCertPool()
+		roots.AddCert(fp.CA)
+		opts := x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		static := func(s []string) headerrequest.StringSliceProvider { return headerrequest.StaticStringSlice(s) }
+		a.frontProxyCA = fp.CA
+		a.frontProxy = group.NewAuthenticatedGroupAdder(headerrequest.NewDynamicVerifyOptionsSecure(
+			func() (x509.VerifyOptions, bool) { return opts, true },
+			static(fp.AllowedNames), static(UsernameHeaders), static(UIDHeaders), static(GroupHeaders), static(ExtraHeaderPrefixes)))
+	}
+	return a, nil
 }
 
 // Tokens authenticates the bearer tokens of a request, with
@@ -117,8 +169,20 @@ func (a *Authenticator) Tokens() authenticator.Request {
 // that authenticates is removed from r's headers, so that nothing past
 // authentication (a proxy) passes it on.
 func (a *Authenticator) Authenticate(r *http.Request) (apiserver.User, bool) {
-	if u, ok := ClientCert(r); ok {
-		return u, true
+	if a.frontProxy != nil {
+		u, ok := a.viaFrontProxy(r)
+		// As kube-apiserver's authentication filter: the user headers
+		// stop here, whoever sent them.
+		headerrequest.ClearAuthenticationHeaders(r.Header, headerrequest.StaticStringSlice(UsernameHeaders), headerrequest.StaticStringSlice(UIDHeaders),
+			headerrequest.StaticStringSlice(GroupHeaders), headerrequest.StaticStringSlice(ExtraHeaderPrefixes))
+		if ok {
+			return u, true
+		}
+	}
+	if a.clientCA == nil || verifiedBy(r, a.clientCA) {
+		if u, ok := ClientCert(r); ok {
+			return u, true
+		}
 	}
 	req := r.WithContext(authenticator.WithAudiences(r.Context(), a.auds))
 	resp, ok, err := a.tokens.AuthenticateRequest(req)
@@ -137,6 +201,37 @@ func (a *Authenticator) Authenticate(r *http.Request) (apiserver.User, bool) {
 	}
 	u := resp.User
 	return apiserver.User{Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}, true
+}
+
+// viaFrontProxy authenticates a request of the front proxy by the user its
+// headers name (upstream's request-header authenticator, which verifies the
+// certificate against the front proxy's CA and its allowed names). Only a
+// certificate the TLS layer verified against that CA is asked about.
+func (a *Authenticator) viaFrontProxy(r *http.Request) (apiserver.User, bool) {
+	if !verifiedBy(r, a.frontProxyCA) {
+		return apiserver.User{}, false
+	}
+	resp, ok, err := a.frontProxy.AuthenticateRequest(r)
+	if err != nil || !ok {
+		slog.Debug("unable to authenticate the front proxy's request", "method", r.Method, "path", r.URL.Path, "err", err)
+		return apiserver.User{}, false
+	}
+	u := resp.User
+	return apiserver.User{Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}, true
+}
+
+// verifiedBy reports whether the TLS layer verified r's client certificate
+// in a chain ending at root.
+func verifiedBy(r *http.Request, root *x509.Certificate) bool {
+	if r.TLS == nil {
+		return false
+	}
+	for _, chain := range r.TLS.VerifiedChains {
+		if len(chain) > 0 && bytes.Equal(chain[len(chain)-1].Raw, root.Raw) {
+			return true
+		}
+	}
+	return false
 }
 
 // ClientCert authenticates a request by the client certificate the TLS
