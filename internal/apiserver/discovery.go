@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -11,7 +12,9 @@ import (
 	apidiscoveryv2beta1 "k8s.io/api/apidiscovery/v2beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/endpoints/discovery"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
@@ -45,6 +48,7 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) bool {
 		if v := aggregatedVersion(r); v != "" {
 			list := aggregatedDiscovery(all, false)
 			list.Items = mergeGroups(list.Items, s.aggregatedGroups())
+			s.sortByPriority(list.Items)
 			s.writeAggregated(w, v, list)
 			return true
 		}
@@ -87,13 +91,13 @@ func (s *Server) aggregatedGroups() []apidiscoveryv2.APIGroupDiscovery {
 }
 
 // groups lists the groups served here and by other servers, each with its
-// versions from the preferred one.
+// versions from the preferred one, by priority (sortByPriority).
 func (s *Server) groups(all []*registry.Resource) []metav1.APIGroup {
 	local := groups(all)
-	remote := s.aggregatedGroups()
-	if len(remote) == 0 {
+	if s.cfg.Aggregated == nil {
 		return local
 	}
+	remote := s.aggregatedGroups()
 	skeletons := make([]apidiscoveryv2.APIGroupDiscovery, len(local))
 	for i, g := range local {
 		skeletons[i].Name = g.Name
@@ -101,8 +105,10 @@ func (s *Server) groups(all []*registry.Resource) []metav1.APIGroup {
 			skeletons[i].Versions = append(skeletons[i].Versions, apidiscoveryv2.APIVersionDiscovery{Version: v.Version})
 		}
 	}
+	merged := mergeGroups(skeletons, remote)
+	s.sortByPriority(merged)
 	var out []metav1.APIGroup
-	for _, g := range mergeGroups(skeletons, remote) {
+	for _, g := range merged {
 		if len(g.Versions) == 0 {
 			continue
 		}
@@ -115,6 +121,53 @@ func (s *Server) groups(all []*registry.Resource) []metav1.APIGroup {
 		out = append(out, legacy)
 	}
 	return out
+}
+
+// sortByPriority orders groups as kube-apiserver's discovery does, by their
+// APIServices (served here or not): apiregistration.k8s.io, the
+// aggregator's own group, which has none, first ("it's good to be king",
+// says kube-aggregator); then by the highest group priority of a group's
+// versions, then by name; each group's versions by version priority, then
+// in Kubernetes' version order. A version no APIService names has priority
+// 0. Without aggregated APIs the order is left as is.
+func (s *Server) sortByPriority(groups []apidiscoveryv2.APIGroupDiscovery) {
+	agg := s.cfg.Aggregated
+	if agg == nil {
+		return
+	}
+	groupPriority := make(map[string]int32, len(groups))
+	for i := range groups {
+		g := &groups[i]
+		versionPriority := make(map[string]int32, len(g.Versions))
+		for _, v := range g.Versions {
+			gp, vp, ok := agg.Priority(schema.GroupVersion{Group: g.Name, Version: v.Version})
+			if !ok {
+				continue
+			}
+			versionPriority[v.Version] = vp
+			if gp > groupPriority[g.Name] {
+				groupPriority[g.Name] = gp
+			}
+		}
+		slices.SortStableFunc(g.Versions, func(a, b apidiscoveryv2.APIVersionDiscovery) int {
+			if pa, pb := versionPriority[a.Version], versionPriority[b.Version]; pa != pb {
+				return cmp.Compare(pb, pa)
+			}
+			return -version.CompareKubeAwareVersionStrings(a.Version, b.Version)
+		})
+	}
+	slices.SortStableFunc(groups, func(a, b apidiscoveryv2.APIGroupDiscovery) int {
+		if ka, kb := a.Name == apiregistrationv1.GroupName, b.Name == apiregistrationv1.GroupName; ka != kb {
+			if ka {
+				return -1
+			}
+			return 1
+		}
+		if pa, pb := groupPriority[a.Name], groupPriority[b.Name]; pa != pb {
+			return cmp.Compare(pb, pa)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 }
 
 // mergeGroups adds remote's groups to local: a group local has gets the

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin/builtintest"
+	"github.com/skiff-sh/skiff/internal/controller/aggregator"
 )
 
 // kubeAPIServerDiscovery is where the discovery documents of a real
@@ -35,6 +36,9 @@ func discoveryServer(t *testing.T) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The APIServices kube-apiserver registers for its built-in group
+	// versions order discovery, as in the server.
+	s.SetAggregated(aggregatedAPIs{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.serveDiscovery(w, r) {
 			http.NotFound(w, r)
@@ -219,10 +223,22 @@ func TestAggregatedDiscoveryMatchesLegacy(t *testing.T) {
 }
 
 // aggregatedAPIs is a fixed AggregatedAPIs: one proxy handler for each
-// group version it lists.
+// group version it lists; the priorities of kube-apiserver's built-in
+// APIServices and of the listed ones.
 type aggregatedAPIs struct {
-	groups []apidiscoveryv2.APIGroupDiscovery
-	proxy  http.Handler
+	groups     []apidiscoveryv2.APIGroupDiscovery
+	priorities map[schema.GroupVersion]aggregator.Priority
+	proxy      http.Handler
+}
+
+func (a aggregatedAPIs) Priority(gv schema.GroupVersion) (group, version int32, ok bool) {
+	if p, ok := a.priorities[gv]; ok {
+		return p.Group, p.Version, true
+	}
+	if p, ok := aggregator.KubeAPIServerPriorities()[gv]; ok {
+		return p.Group, p.Version, true
+	}
+	return 0, 0, false
 }
 
 func (a aggregatedAPIs) Proxy(gv schema.GroupVersion) http.Handler {
@@ -238,8 +254,11 @@ func (a aggregatedAPIs) Proxy(gv schema.GroupVersion) http.Handler {
 
 func (a aggregatedAPIs) Discovery() []apidiscoveryv2.APIGroupDiscovery { return a.groups }
 
-// TestAggregatedAPIsInDiscovery: other servers' groups follow the
-// catalog's in /apis (legacy and aggregated) and answer /apis/<group>; a
+// TestAggregatedAPIsInDiscovery: other servers' groups take their place
+// among the catalog's in /apis (legacy and aggregated) by their
+// APIServices' priorities, as in kube-apiserver (metrics-server's 100 last,
+// a group of priority 20000 first after kube-aggregator's own), and answer
+// /apis/<group>; a
 // version of a group served here joins that group; their group versions'
 // requests, discovery included, go to the proxy after authorization and
 // without the caller's credentials; a refused caller gets skiff's 403.
@@ -264,7 +283,14 @@ func TestAggregatedAPIsInDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.SetAggregated(aggregatedAPIs{groups: []apidiscoveryv2.APIGroupDiscovery{metrics, apps}, proxy: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	top := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "top.example"}, Versions: []apidiscoveryv2.APIVersionDiscovery{
+		{Version: "v1", Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent},
+	}}
+	priorities := map[schema.GroupVersion]aggregator.Priority{
+		{Group: "metrics.k8s.io", Version: "v1beta1"}: {Group: 100, Version: 100},
+		{Group: "top.example", Version: "v1"}:         {Group: 20000, Version: 1},
+	}
+	s.SetAggregated(aggregatedAPIs{groups: []apidiscoveryv2.APIGroupDiscovery{top, metrics, apps}, priorities: priorities, proxy: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		proxied = append(proxied, r.URL.Path)
 		if r.Header.Get("Authorization") != "" {
 			t.Errorf("the proxy was handed the caller's credentials: %q", r.Header.Get("Authorization"))
@@ -282,6 +308,9 @@ func TestAggregatedAPIsInDiscovery(t *testing.T) {
 	if last.Name != "metrics.k8s.io" || last.PreferredVersion.GroupVersion != "metrics.k8s.io/v1beta1" {
 		t.Errorf("/apis ends with %+v, want metrics.k8s.io", last)
 	}
+	if legacy.Groups[0].Name != "apiregistration.k8s.io" || legacy.Groups[1].Name != "top.example" || legacy.Groups[2].Name != "apps" {
+		t.Errorf("/apis begins with %s, %s, %s; want apiregistration.k8s.io, top.example (20000), then apps (17800)", legacy.Groups[0].Name, legacy.Groups[1].Name, legacy.Groups[2].Name)
+	}
 	for _, g := range legacy.Groups {
 		if g.Name == "apps" && (len(g.Versions) != 2 || g.PreferredVersion.Version != "v1" || g.Versions[1].GroupVersion != "apps/v2alpha1") {
 			t.Errorf("apps in /apis: %+v, want v1 (preferred) then apps/v2alpha1", g)
@@ -297,6 +326,9 @@ func TestAggregatedAPIsInDiscovery(t *testing.T) {
 	}
 	if got := aggregated.Items[len(aggregated.Items)-1]; !reflect.DeepEqual(got, metrics) {
 		t.Errorf("aggregated /apis ends with %+v, want %+v", got, metrics)
+	}
+	if got := aggregated.Items[1].Name; got != "top.example" {
+		t.Errorf("aggregated /apis has %s after %s, want top.example", got, aggregated.Items[0].Name)
 	}
 	for _, path := range []string{"/apis/metrics.k8s.io/v1beta1", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods", "/apis/apps/v2alpha1/deployments"} {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)

@@ -108,6 +108,10 @@ type AggregatedAPIs interface {
 	Proxy(gv schema.GroupVersion) http.Handler
 	// Discovery returns those servers' groups, by group priority.
 	Discovery() []apidiscoveryv2.APIGroupDiscovery
+	// Priority returns the group and version priorities of gv's
+	// APIService, served here or by another server; ok is false when no
+	// APIService names gv.
+	Priority(gv schema.GroupVersion) (group, version int32, ok bool)
 }
 
 // Server is the API server's HTTP handler.

@@ -66,7 +66,12 @@ type Aggregator struct {
 	openAPI *openAPI
 	// dial is shared by every proxy's transport, as kube-aggregator's.
 	dial *transport.DialHolder
+	// priorities are every APIService's group and version priorities.
+	prioritiesMu sync.RWMutex
+	priorities   map[schema.GroupVersion]priority
 }
+
+type priority struct{ group, version int32 }
 
 // New builds the aggregator and registers its handlers on the informer.
 func New(cfg Config) (*Aggregator, error) {
@@ -80,9 +85,10 @@ func New(cfg Config) (*Aggregator, error) {
 		cfg.Log = slog.Default()
 	}
 	a := &Aggregator{
-		cfg:    cfg,
-		remote: newRemoteGroups(),
-		dial:   &transport.DialHolder{Dial: defaultDialer.DialContext},
+		cfg:        cfg,
+		remote:     newRemoteGroups(),
+		dial:       &transport.DialHolder{Dial: defaultDialer.DialContext},
+		priorities: map[schema.GroupVersion]priority{},
 	}
 	a.discovery = aggregatorapiserver.NewDiscoveryManager(a.remote)
 	if cfg.LocalOpenAPI != nil {
@@ -145,12 +151,24 @@ func (a *Aggregator) Discovery() []apidiscoveryv2.APIGroupDiscovery {
 	return a.remote.groups()
 }
 
+// Priority returns the group and version priorities of gv's APIService,
+// local or not; ok is false when no APIService names gv.
+func (a *Aggregator) Priority(gv schema.GroupVersion) (group, version int32, ok bool) {
+	a.prioritiesMu.RLock()
+	defer a.prioritiesMu.RUnlock()
+	p, ok := a.priorities[gv]
+	return p.group, p.version, ok
+}
+
 func (a *Aggregator) update(obj interface{}) {
 	svc, ok := obj.(*apiregistrationv1.APIService)
 	if !ok {
 		return
 	}
 	gv := schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}
+	a.prioritiesMu.Lock()
+	a.priorities[gv] = priority{group: svc.Spec.GroupPriorityMinimum, version: svc.Spec.VersionPriority}
+	a.prioritiesMu.Unlock()
 	if svc.Spec.Service == nil {
 		// Served here: a proxy left from when it was not goes.
 		if _, loaded := a.proxies.LoadAndDelete(gv); loaded {
@@ -185,6 +203,9 @@ func (a *Aggregator) delete(obj interface{}) {
 		return
 	}
 	gv := schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}
+	a.prioritiesMu.Lock()
+	delete(a.priorities, gv)
+	a.prioritiesMu.Unlock()
 	if _, loaded := a.proxies.LoadAndDelete(gv); loaded {
 		a.count.Add(-1)
 		if a.openAPI != nil {
