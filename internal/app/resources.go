@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,6 +37,26 @@ type storeSet struct {
 
 func newStoreSet(client *clientv3.Client, transformers *encryption.Transformers) *storeSet {
 	return &storeSet{client: client, transformers: transformers}
+}
+
+// initialized is closed once every store made so far holds its first
+// list, or ctx ends.
+func (s *storeSet) initialized(ctx context.Context) <-chan struct{} {
+	s.mu.Lock()
+	stores := slices.Clone(s.stores)
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		for _, st := range stores {
+			select {
+			case <-st.Initialized():
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(done)
+	}()
+	return done
 }
 
 // newStore makes the Store of the objects under prefix.

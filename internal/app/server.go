@@ -442,6 +442,20 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	kubernetesServiceStarted := hooks.add("bootstrap-controller")
 	namespacesCreated := hooks.add("start-system-namespaces-controller")
 	hooks.after(ctx, "start-service-ip-repair-controllers", bi.Repaired())
+	// kube-apiserver's storage-readiness: every watch cache made at start
+	// holds its first list, or a minute has passed (its
+	// --storage-initialization-timeout), when it gives up waiting.
+	storageReady := hooks.add("storage-readiness")
+	go func() {
+		select {
+		case <-stores.initialized(ctx):
+		case <-time.After(time.Minute):
+			slog.Warn("storage-readiness: watch caches still not initialized after a minute; going on")
+		case <-ctx.Done():
+			return
+		}
+		storageReady()
+	}()
 	rbacBootstrapped := hooks.add("rbac/bootstrap-roles")
 	priorityClassesCreated := hooks.add("scheduling/bootstrap-system-priority-classes")
 	apfConfigured := hooks.add("priority-and-fairness-config-producer")

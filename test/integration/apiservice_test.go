@@ -62,6 +62,9 @@ var startupChecks = []string{"ping", "log", "etcd",
 	"poststarthook/kube-apiserver-autoregistration",
 	"autoregister-completion",
 	"poststarthook/apiservice-openapi-controller",
+	// Required while the WatchCacheInitializationPostStartHook gate is on,
+	// as it is by default.
+	"poststarthook/storage-readiness",
 }
 
 func TestAPIServices(t *testing.T) {

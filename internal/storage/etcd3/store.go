@@ -113,6 +113,13 @@ func newStore(client *clientv3.Client, codec runtime.Codec, newFunc func() runti
 	return s
 }
 
+// Initialized is closed once the Store's watch cache holds its first list
+// of the objects (kube-apiserver's storage-readiness post-start hook waits
+// for its watch caches likewise).
+func (s *Store) Initialized() <-chan struct{} {
+	return s.cache.readyCh
+}
+
 // Close stops the watch cache and ends every watch of this Store. Calls
 // after Close that need the cache fail.
 func (s *Store) Close() {
