@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -29,15 +28,13 @@ import (
 // version of each CustomResourceDefinition, and their availability; and
 // the aggregator that proxies the APIServices of a Service, found through
 // services, presenting the front proxy's client pair of keys, and merging
-// their OpenAPI documents into localOpenAPI's.
-func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services aggregation.ServiceResolver, keys *pki.ServerPKI, localOpenAPI aggregation.LocalOpenAPI) (*aggregator.Controller, *aggregation.Aggregator, error) {
-	proxyCert, err := os.ReadFile(keys.ProxyClientCertFile)
+// their OpenAPI documents into localOpenAPI's. The front proxy's pair is
+// read from its files again whenever they change, once the returned
+// content runs (kube-apiserver's aggregator-reload-proxy-client-cert).
+func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services aggregation.ServiceResolver, keys *pki.ServerPKI, localOpenAPI aggregation.LocalOpenAPI) (*aggregator.Controller, *aggregation.Aggregator, *dynamiccertificates.DynamicCertKeyPairContent, error) {
+	proxyCerts, err := dynamiccertificates.NewDynamicServingContentFromFiles("aggregator-proxy-cert", keys.ProxyClientCertFile, keys.ProxyClientKeyFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("apiservices: %w", err)
-	}
-	proxyKey, err := os.ReadFile(keys.ProxyClientKeyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("apiservices: %w", err)
+		return nil, nil, nil, fmt.Errorf("apiservices: %w", err)
 	}
 	// kube-apiserver's loopback client's limits: the APIServices of the
 	// start (two writes each) go out at once.
@@ -45,39 +42,39 @@ func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services agg
 	rc.QPS, rc.Burst = 50, 100
 	reg, err := apiregistrationclientset.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	crds, err := apiextensionsclientset.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c, err := aggregator.New(aggregator.Config{
-		APIRegistration: reg,
-		APIExtensions:   crds,
-		Informers:       informers.NewSharedInformerFactory(cs, 0),
-		GroupVersions:   groupVersions(builtins),
-		Services:        services,
-		ProxyClientCert: proxyCert,
-		ProxyClientKey:  proxyKey,
+		APIRegistration:    reg,
+		APIExtensions:      crds,
+		Informers:          informers.NewSharedInformerFactory(cs, 0),
+		GroupVersions:      groupVersions(builtins),
+		Services:           services,
+		ProxyClientCertKey: proxyCerts.CurrentCertKeyContent,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("apiservices: %w", err)
+		return nil, nil, nil, fmt.Errorf("apiservices: %w", err)
 	}
 	proxy, err := aggregation.New(aggregation.Config{
-		APIServices:     c.APIServices(),
-		Services:        services,
-		ProxyClientCert: proxyCert,
-		ProxyClientKey:  proxyKey,
-		LocalOpenAPI:    localOpenAPI,
+		APIServices:        c.APIServices(),
+		Services:           services,
+		ProxyClientCertKey: proxyCerts.CurrentCertKeyContent,
+		LocalOpenAPI:       localOpenAPI,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("apiservices: %w", err)
+		return nil, nil, nil, fmt.Errorf("apiservices: %w", err)
 	}
-	return c, proxy, nil
+	// A new pair: every proxy is rebuilt with it.
+	proxyCerts.AddListener(listenerFunc(proxy.Resync))
+	return c, proxy, proxyCerts, nil
 }
 
 // runAuthenticationTrust keeps kube-system's
@@ -142,3 +139,8 @@ func waitAPIServices(ctx context.Context, c *aggregator.Controller) error {
 		}
 	}
 }
+
+// listenerFunc is a dynamiccertificates.Listener.
+type listenerFunc func()
+
+func (f listenerFunc) Enqueue() { f() }

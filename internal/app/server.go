@@ -421,7 +421,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
 	}
-	apiServices, aggregated, err := newAPIServices(loopback, slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}), services, keys, openAPI)
+	apiServices, aggregated, proxyCerts, err := newAPIServices(loopback, slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}), services, keys, openAPI)
 	if err != nil {
 		return err
 	}
@@ -465,6 +465,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	authenticationInfoStarted := hooks.add("start-cluster-authentication-info-controller")
 	legacyTokenTrackingStarted := hooks.add("start-legacy-token-tracking-controller")
+	proxyCertsReloading := hooks.add("aggregator-reload-proxy-client-cert")
 	var aggregatorStarted []func()
 	for _, name := range []string{"start-kube-aggregator-informers", "apiservice-registration-controller",
 		"apiservice-status-local-available-controller", "apiservice-status-remote-available-controller",
@@ -515,6 +516,11 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		return nil
 	})
 	g.Go(func() error { return crds.Run(gctx, loopback) })
+	g.Go(func() error {
+		proxyCertsReloading()
+		proxyCerts.Run(gctx, 1)
+		return nil
+	})
 	if flowControl != nil {
 		g.Go(func() error {
 			apfFilterStarted()

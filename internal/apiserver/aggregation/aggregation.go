@@ -41,9 +41,10 @@ type Config struct {
 	APIServices cache.SharedIndexInformer
 	// Services resolves an APIService's Service to an address.
 	Services ServiceResolver
-	// ProxyClientCert and ProxyClientKey (PEM) are the front proxy's
-	// client pair, presented to the servers behind.
-	ProxyClientCert, ProxyClientKey []byte
+	// ProxyClientCertKey returns the front proxy's client pair (PEM) as it
+	// is now, presented to the servers behind; after it changes, Resync
+	// makes the proxies take the new pair.
+	ProxyClientCertKey func() (cert, key []byte)
 	// LocalOpenAPI, when set, serves the API server's own OpenAPI
 	// documents, into which OpenAPI merges the servers'.
 	LocalOpenAPI LocalOpenAPI
@@ -66,6 +67,9 @@ type Aggregator struct {
 	openAPI *openAPI
 	// dial is shared by every proxy's transport, as kube-aggregator's.
 	dial *transport.DialHolder
+	// updateMu serializes update and delete: the informer's handler and
+	// Resync both call them.
+	updateMu sync.Mutex
 	// priorities are every APIService's group and version priorities.
 	prioritiesMu sync.RWMutex
 	priorities   map[schema.GroupVersion]priority
@@ -78,7 +82,7 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.APIServices == nil || cfg.Services == nil {
 		return nil, errors.New("aggregation: APIServices and Services are required")
 	}
-	if len(cfg.ProxyClientCert) == 0 || len(cfg.ProxyClientKey) == 0 {
+	if cfg.ProxyClientCertKey == nil {
 		return nil, errors.New("aggregation: the front proxy's client certificate is required")
 	}
 	if cfg.Log == nil {
@@ -151,6 +155,15 @@ func (a *Aggregator) Discovery() []apidiscoveryv2.APIGroupDiscovery {
 	return a.remote.groups()
 }
 
+// Resync rebuilds every proxy's transport with the front proxy's pair as
+// it is now (kube-aggregator's aggregator-reload-proxy-client-cert: its
+// listener re-queues every APIService).
+func (a *Aggregator) Resync() {
+	for _, obj := range a.cfg.APIServices.GetStore().List() {
+		a.update(obj)
+	}
+}
+
 // Priority returns the group and version priorities of gv's APIService,
 // local or not; ok is false when no APIService names gv.
 func (a *Aggregator) Priority(gv schema.GroupVersion) (group, version int32, ok bool) {
@@ -165,6 +178,8 @@ func (a *Aggregator) update(obj interface{}) {
 	if !ok {
 		return
 	}
+	a.updateMu.Lock()
+	defer a.updateMu.Unlock()
 	gv := schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}
 	a.prioritiesMu.Lock()
 	a.priorities[gv] = priority{group: svc.Spec.GroupPriorityMinimum, version: svc.Spec.VersionPriority}
@@ -202,6 +217,8 @@ func (a *Aggregator) delete(obj interface{}) {
 	if !ok {
 		return
 	}
+	a.updateMu.Lock()
+	defer a.updateMu.Unlock()
 	gv := schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}
 	a.prioritiesMu.Lock()
 	delete(a.priorities, gv)
@@ -229,7 +246,8 @@ func (a *Aggregator) targetOf(svc *apiregistrationv1.APIService) *proxyTarget {
 	}
 	// kube-aggregator's own transport: the Service's DNS name as the TLS
 	// server name, the APIService's CA bundle, the front proxy's pair.
-	t.roundTripper, t.err = transport.New(remoteavailability.BuildTransportConfig(a.dial, a.cfg.ProxyClientCert, a.cfg.ProxyClientKey, svc))
+	cert, key := a.cfg.ProxyClientCertKey()
+	t.roundTripper, t.err = transport.New(remoteavailability.BuildTransportConfig(a.dial, cert, key, svc))
 	if t.err != nil {
 		a.cfg.Log.Warn("cannot proxy to an APIService's server", "apiservice", svc.Name, "err", t.err)
 	}

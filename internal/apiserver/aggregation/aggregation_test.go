@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,9 +156,9 @@ func TestAggregator(t *testing.T) {
 	client := apiregistrationfake.NewSimpleClientset(echoAPIService(b.caPEM, false))
 	factory := apiregistrationinformers.NewSharedInformerFactory(client, 0)
 	a, err := New(Config{
-		APIServices:     factory.Apiregistration().V1().APIServices().Informer(),
-		Services:        resolverTo(strings.TrimPrefix(b.URL, "https://")),
-		ProxyClientCert: cert, ProxyClientKey: key,
+		APIServices:        factory.Apiregistration().V1().APIServices().Informer(),
+		Services:           resolverTo(strings.TrimPrefix(b.URL, "https://")),
+		ProxyClientCertKey: func() ([]byte, []byte) { return cert, key },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -317,10 +318,10 @@ func TestOpenAPI(t *testing.T) {
 	client := apiregistrationfake.NewSimpleClientset()
 	factory := apiregistrationinformers.NewSharedInformerFactory(client, 0)
 	a, err := New(Config{
-		APIServices:     factory.Apiregistration().V1().APIServices().Informer(),
-		Services:        resolverTo(strings.TrimPrefix(b.URL, "https://")),
-		ProxyClientCert: cert, ProxyClientKey: key,
-		LocalOpenAPI: localOpenAPI{},
+		APIServices:        factory.Apiregistration().V1().APIServices().Informer(),
+		Services:           resolverTo(strings.TrimPrefix(b.URL, "https://")),
+		ProxyClientCertKey: func() ([]byte, []byte) { return cert, key },
+		LocalOpenAPI:       localOpenAPI{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -422,4 +423,72 @@ func keys(m map[string]json.RawMessage) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestResync: the proxies present the front proxy's pair as
+// ProxyClientCertKey returns it when they were built; after the pair
+// changes, Resync makes them present the new one (the files' reload).
+func TestResync(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	frontProxy, err := pki.EnsureCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type pair struct{ cert, key []byte }
+	issue := func(cn string) pair {
+		cert, key, err := frontProxy.IssueClientCert(cn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pair{cert, key}
+	}
+	var current atomic.Pointer[pair]
+	first := issue(pki.FrontProxyClientName)
+	current.Store(&first)
+	b := newBackend(t, frontProxy)
+	client := apiregistrationfake.NewSimpleClientset(echoAPIService(b.caPEM, true))
+	factory := apiregistrationinformers.NewSharedInformerFactory(client, 0)
+	a, err := New(Config{
+		APIServices:        factory.Apiregistration().V1().APIServices().Informer(),
+		Services:           resolverTo(strings.TrimPrefix(b.URL, "https://")),
+		ProxyClientCertKey: func() ([]byte, []byte) { p := current.Load(); return p.cert, p.key },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer func() {
+		cancel()
+		factory.Shutdown()
+	}()
+	gv := schema.GroupVersion{Group: "e2e.example", Version: "v1"}
+	presented := func() string {
+		var proxy http.Handler
+		if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+			proxy = a.Proxy(gv)
+			return proxy != nil, nil
+		}); err != nil {
+			t.Fatalf("e2e.example/v1 is not proxied: %v", err)
+		}
+		r := httptest.NewRequest(http.MethodGet, "/apis/e2e.example/v1/echoes", nil)
+		r = r.WithContext(genericapirequest.WithUser(r.Context(), &user.DefaultInfo{Name: "alice"}))
+		w := httptest.NewRecorder()
+		proxy.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("proxied request: %d %s", w.Code, w.Body)
+		}
+		seen := b.requests()
+		return seen[len(seen)-1].proxyCN
+	}
+	if cn := presented(); cn != pki.FrontProxyClientName {
+		t.Errorf("presented %q, want %q", cn, pki.FrontProxyClientName)
+	}
+	rotated := issue("rotated-proxy")
+	current.Store(&rotated)
+	a.Resync()
+	if cn := presented(); cn != "rotated-proxy" {
+		t.Errorf("after Resync presented %q, want the new pair's rotated-proxy", cn)
+	}
 }

@@ -52,10 +52,10 @@ type Config struct {
 	// discovery is checked at; nil leaves every APIService of a Service
 	// unavailable (FailedDiscoveryCheck).
 	Services remoteavailability.ServiceResolver
-	// ProxyClientCert and ProxyClientKey (PEM) are the front proxy's
-	// client pair, presented on the discovery check as on every proxied
+	// ProxyClientCertKey returns the front proxy's client pair (PEM) as it
+	// is now, presented on the discovery check as on every proxied
 	// request.
-	ProxyClientCert, ProxyClientKey []byte
+	ProxyClientCertKey func() (cert, key []byte)
 	// Log reports what is skipped; slog's default when nil.
 	Log *slog.Logger
 }
@@ -129,7 +129,7 @@ func New(cfg Config) (*Controller, error) {
 	var certKey func() ([]byte, []byte)
 	if cfg.Services != nil {
 		services = cfg.Services
-		certKey = func() ([]byte, []byte) { return cfg.ProxyClientCert, cfg.ProxyClientKey }
+		certKey = cfg.ProxyClientCertKey
 	}
 	c.remote, err = remoteavailability.New(apiServices,
 		cfg.Informers.Core().V1().Services(), cfg.Informers.Discovery().V1().EndpointSlices(),
