@@ -9,9 +9,11 @@ import (
 	"time"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	flowcontrolbootstrap "k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -76,7 +78,9 @@ func names[T any](items []T, name func(T) string) []string {
 // schema's Dangling condition False, the level's nominal seats on
 // /metrics), noxu's request is answered with their UIDs in the
 // X-Kubernetes-PF-* headers, another user's with the UIDs of the schema
-// and level that match it.
+// and level that match it. A watch holds a seat of its level only until it
+// is set up (were it held for the watch's life, the 4th of 6 watches on a
+// level of 3 seats that rejects would get 429).
 func TestAPFClassification(t *testing.T) {
 	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -88,6 +92,7 @@ func TestAPFClassification(t *testing.T) {
 			Type: flowcontrolv1.PriorityLevelEnablementLimited,
 			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
 				NominalConcurrencyShares: ptr.To[int32](1),
+				BorrowingLimitPercent:    ptr.To[int32](0),
 				LimitResponse:            flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject},
 			},
 		},
@@ -143,5 +148,40 @@ func TestAPFClassification(t *testing.T) {
 	}
 	if res := asUser("foo"); res.code != http.StatusOK || res.header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID) != string(globalDefault.UID) {
 		t.Errorf("foo's request: %d, headers %v; want global-default's UID %s", res.code, res.header, globalDefault.UID)
+	}
+
+	// A watch gives its seat back once it is set up: noxu's level has 3
+	// seats (600 × 1 / 246 shares, rounded up; it borrows none) and
+	// rejects what does not fit, yet 6 open watches leave room for a list.
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "noxu-view"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "noxu"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	noxuConfig := rest.CopyConfig(c.RESTConfig)
+	noxuConfig.Impersonate = rest.ImpersonationConfig{UserName: "noxu", Groups: []string{"system:authenticated"}}
+	noxuConfig.QPS = -1
+	noxu, err := kubernetes.NewForConfig(noxuConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := noxu.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("noxu cannot list config maps: %v", err)
+	}
+	for i := range 6 {
+		w, err := noxu.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("noxu's watch %d: %v", i+1, err)
+		}
+		defer w.Stop()
+	}
+	if _, err := noxu.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("a list beside 6 open watches: %v, want it served", err)
 	}
 }
