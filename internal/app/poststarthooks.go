@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"k8s.io/apiserver/pkg/server/healthz"
 )
@@ -65,17 +67,41 @@ func (h *postStartHooks) checks() []healthz.HealthChecker {
 	return out
 }
 
-// wait waits until every step added so far is done, or ctx ends.
+// wait waits until every step added so far is done, or ctx ends, logging
+// the steps not done every 10 s.
 func (h *postStartHooks) wait(ctx context.Context) error {
-	h.mu.Lock()
-	hooks := append([]*postStartHook(nil), h.hooks...)
-	h.mu.Unlock()
-	for _, hook := range hooks {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		pending := h.pending()
+		if len(pending) == 0 {
+			return nil
+		}
 		select {
-		case <-hook.done:
+		case <-pending[0].done:
+		case <-tick.C:
+			names := make([]string, len(pending))
+			for i, hook := range pending {
+				names[i] = hook.name
+			}
+			slog.Warn("waiting for start-up steps before the controllers start", "pending", names)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return nil
+}
+
+// pending are the steps not done yet.
+func (h *postStartHooks) pending() []*postStartHook {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*postStartHook
+	for _, hook := range h.hooks {
+		select {
+		case <-hook.done:
+		default:
+			out = append(out, hook)
+		}
+	}
+	return out
 }

@@ -434,24 +434,27 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	// this process starts once they pass (it would wait at most 10 s for
 	// /healthz, upstream's WaitForAPIServer).
 	hooks := &postStartHooks{}
+	// The steps' watchers end with the server, however it ends.
+	hooksCtx, stopHooks := context.WithCancel(ctx)
+	defer stopHooks()
 	informersStarted := hooks.add("start-apiserver-admission-initializer")
 	genericInformersStarted := hooks.add("generic-apiserver-start-informers")
-	hooks.after(ctx, "start-apiextensions-informers", crds.Running())
-	hooks.after(ctx, "start-apiextensions-controllers", crds.Running())
-	hooks.after(ctx, "crd-informer-synced", crds.Running())
+	hooks.after(hooksCtx, "start-apiextensions-informers", crds.Running())
+	hooks.after(hooksCtx, "start-apiextensions-controllers", crds.Running())
+	hooks.after(hooksCtx, "crd-informer-synced", crds.Running())
 	kubernetesServiceStarted := hooks.add("bootstrap-controller")
 	namespacesCreated := hooks.add("start-system-namespaces-controller")
-	hooks.after(ctx, "start-service-ip-repair-controllers", bi.Repaired())
+	hooks.after(hooksCtx, "start-service-ip-repair-controllers", bi.Repaired())
 	// kube-apiserver's storage-readiness: every watch cache made at start
 	// holds its first list, or a minute has passed (its
 	// --storage-initialization-timeout), when it gives up waiting.
 	storageReady := hooks.add("storage-readiness")
 	go func() {
 		select {
-		case <-stores.initialized(ctx):
+		case <-stores.initialized(hooksCtx):
 		case <-time.After(time.Minute):
 			slog.Warn("storage-readiness: watch caches still not initialized after a minute; going on")
-		case <-ctx.Done():
+		case <-hooksCtx.Done():
 			return
 		}
 		storageReady()

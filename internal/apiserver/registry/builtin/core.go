@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -155,15 +156,35 @@ func (b *Builtin) coreRest(cfg Config, getter *optionsGetter, client kubernetes.
 }
 
 // runUntil runs a repair loop of upstream's (RunUntil(onFirstSuccess,
-// stop)) until ctx ends.
+// stop)) until ctx ends. A loop that returns before (the IP addresses'
+// gives up when its first pass fails) is started again after a pause;
+// onFirstSuccess is called once.
 func runUntil(ctx context.Context, run func(onFirstSuccess func(), stop chan struct{}), onFirstSuccess func()) {
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		run(onFirstSuccess, stop)
-	}()
-	<-ctx.Done()
-	close(stop)
-	<-done
+	var once sync.Once
+	first := func() { once.Do(onFirstSuccess) }
+	for {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			run(first, stop)
+		}()
+		select {
+		case <-ctx.Done():
+			close(stop)
+			<-done
+			return
+		case <-done:
+			close(stop)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(repairRetryPause):
+		}
+	}
 }
+
+// repairRetryPause is how long a repair loop that gave up waits before it
+// starts again (a variable for tests).
+var repairRetryPause = 5 * time.Second
