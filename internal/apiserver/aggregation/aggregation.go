@@ -159,8 +159,16 @@ func (a *Aggregator) Discovery() []apidiscoveryv2.APIGroupDiscovery {
 // it is now (kube-aggregator's aggregator-reload-proxy-client-cert: its
 // listener re-queues every APIService).
 func (a *Aggregator) Resync() {
+	// Under the lock, so that an APIService deleted meanwhile does not
+	// come back from this list.
+	a.updateMu.Lock()
+	var downloads []func()
 	for _, obj := range a.cfg.APIServices.GetStore().List() {
-		a.update(obj)
+		downloads = append(downloads, a.updateLocked(obj))
+	}
+	a.updateMu.Unlock()
+	for _, download := range downloads {
+		download()
 	}
 }
 
@@ -174,12 +182,21 @@ func (a *Aggregator) Priority(gv schema.GroupVersion) (group, version int32, ok 
 }
 
 func (a *Aggregator) update(obj interface{}) {
+	a.updateMu.Lock()
+	download := a.updateLocked(obj)
+	a.updateMu.Unlock()
+	download()
+}
+
+// updateLocked follows an APIService's change and returns what asks its
+// server for its OpenAPI documents, which may take the download's time
+// (up to a minute) and so is called without updateMu held.
+func (a *Aggregator) updateLocked(obj interface{}) (download func()) {
+	download = func() {}
 	svc, ok := obj.(*apiregistrationv1.APIService)
 	if !ok {
-		return
+		return download
 	}
-	a.updateMu.Lock()
-	defer a.updateMu.Unlock()
 	gv := schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}
 	a.prioritiesMu.Lock()
 	a.priorities[gv] = priority{group: svc.Spec.GroupPriorityMinimum, version: svc.Spec.VersionPriority}
@@ -193,7 +210,7 @@ func (a *Aggregator) update(obj interface{}) {
 				a.openAPI.remove(svc.Name)
 			}
 		}
-		return
+		return download
 	}
 	target := a.targetOf(svc)
 	p, loaded := a.proxies.LoadOrStore(gv, &serviceProxy{log: a.cfg.Log, services: a.cfg.Services})
@@ -205,8 +222,15 @@ func (a *Aggregator) update(obj interface{}) {
 	// discovery again, as kube-aggregator's registration controller does.
 	a.discovery.AddAPIService(svc, p.(*serviceProxy))
 	if a.openAPI != nil {
-		a.openAPI.add(svc, p.(*serviceProxy), !loaded)
+		proxy := p.(*serviceProxy)
+		download = func() {
+			// Not for an APIService deleted since (Resync's list).
+			if cur, ok := a.proxies.Load(gv); ok && cur == proxy {
+				a.openAPI.add(svc, proxy, !loaded)
+			}
+		}
 	}
+	return download
 }
 
 func (a *Aggregator) delete(obj interface{}) {
