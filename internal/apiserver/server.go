@@ -274,9 +274,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		user, ok = s.cfg.Authenticate(r)
 	}
 	if !ok {
-		if isVersionPath(path) {
+		if isVersionPath(path) && !hasCredentials(r) {
 			// Anyone may read the version (kube-apiserver's
-			// system:public-info-viewer grants it to anonymous callers).
+			// system:public-info-viewer grants it to anonymous callers);
+			// bad credentials are 401 there too.
 			s.writeJSON(w, http.StatusOK, s.cfg.Version)
 			return
 		}
@@ -323,6 +324,7 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request, info re
 		return
 	}
 	path := r.URL.Path
+	prefixed := s.prefixHandler(path)
 	switch {
 	case isVersionPath(path):
 		s.writeJSON(w, http.StatusOK, s.cfg.Version)
@@ -333,8 +335,8 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request, info re
 	case s.cfg.Paths[path] != nil:
 		s.cfg.Paths[path].ServeHTTP(w, r)
 		return
-	case s.prefixHandler(path) != nil:
-		s.prefixHandler(path).ServeHTTP(w, r)
+	case prefixed != nil:
+		prefixed.ServeHTTP(w, r)
 		return
 	case path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/"):
 		serveProfiling(w, r)
@@ -449,14 +451,31 @@ func userFrom(ctx context.Context) User {
 	return u
 }
 
-// prefixHandler is the handler of the Prefixes entry path is under, or nil.
+// prefixHandler is the handler of the longest Prefixes entry path is
+// under, or nil.
 func (s *Server) prefixHandler(path string) http.Handler {
+	var found http.Handler
+	longest := 0
 	for prefix, h := range s.cfg.Prefixes {
-		if strings.HasPrefix(path, prefix) {
-			return h
+		if len(prefix) > longest && strings.HasPrefix(path, prefix) {
+			found, longest = h, len(prefix)
 		}
 	}
-	return nil
+	return found
+}
+
+// hasCredentials reports whether r presents any: a bearer token (header or
+// WebSocket subprotocol) or a client certificate.
+func hasCredentials(r *http.Request) bool {
+	if r.Header.Get("Authorization") != "" || (r.TLS != nil && len(r.TLS.PeerCertificates) > 0) {
+		return true
+	}
+	for _, p := range r.Header.Values("Sec-Websocket-Protocol") {
+		if strings.Contains(p, "bearer.authorization.k8s.io.") {
+			return true
+		}
+	}
+	return false
 }
 
 // isVersionPath reports whether path is /version's.

@@ -53,3 +53,25 @@ func TestRequestTimeoutParameter(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionAnonymous: /version answers a caller without credentials, as
+// kube-apiserver's system:public-info-viewer grants it; bad credentials are
+// 401 there too.
+func TestVersionAnonymous(t *testing.T) {
+	s, err := New(Config{Resources: builtintest.Catalog(t), Authenticate: func(*http.Request) (User, bool) { return User{}, false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/version", nil))
+	if w.Code != http.StatusOK {
+		t.Errorf("anonymous /version: %d, want 200", w.Code)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/version", nil)
+	r.Header.Set("Authorization", "Bearer not-a-token")
+	w = httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("/version with a bad token: %d, want 401", w.Code)
+	}
+}

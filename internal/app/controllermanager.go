@@ -115,7 +115,7 @@ type controllerDebug struct {
 func (d *controllerDebug) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := d.mux.Load()
 	if m == nil {
-		http.Error(w, "the controllers do not run in this server now: another server holds the kube-system/kube-controller-manager Lease", http.StatusServiceUnavailable)
+		http.Error(w, "the controllers are not running in this server: not started yet, or another server holds the kube-system/kube-controller-manager Lease", http.StatusServiceUnavailable)
 		return
 	}
 	m.ServeHTTP(w, r)

@@ -145,6 +145,12 @@ func New(cfg Config) (*Authenticator, error) {
 		if fp.CA == nil {
 			return nil, errors.New("authn: a front proxy without a CA")
 		}
+		// The TLS layer also verifies the front proxy's CA then: without
+		// the cluster CA to tell them apart, its certificates would be
+		// users of their own.
+		if cfg.ClientCA == nil {
+			return nil, errors.New("authn: a front proxy without the cluster's client CA")
+		}
 		roots := x509.NewCertPool()
 		roots.AddCert(fp.CA)
 		opts := x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
@@ -180,7 +186,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (apiserver.User, bool) {
 		}
 	}
 	if a.clientCA == nil || verifiedBy(r, a.clientCA) {
-		if u, ok := ClientCert(r); ok {
+		if u, ok := clientCert(r); ok {
 			return u, true
 		}
 	}
@@ -234,12 +240,12 @@ func verifiedBy(r *http.Request, root *x509.Certificate) bool {
 	return false
 }
 
-// ClientCert authenticates a request by the client certificate the TLS
-// layer verified against the cluster CA, with kube-apiserver's x509
-// authenticator's rules (k8s.io/apiserver's CommonNameUserConversion):
-// the common name is the user, the organizations its groups, the
-// certificate's hash its credential id.
-func ClientCert(r *http.Request) (apiserver.User, bool) {
+// clientCert authenticates a request by the client certificate the TLS
+// layer verified (the caller checks against which CA), with
+// kube-apiserver's x509 authenticator's rules (k8s.io/apiserver's
+// CommonNameUserConversion): the common name is the user, the
+// organizations its groups, the certificate's hash its credential id.
+func clientCert(r *http.Request) (apiserver.User, bool) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
 		return apiserver.User{}, false
 	}

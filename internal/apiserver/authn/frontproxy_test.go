@@ -59,6 +59,12 @@ func TestFrontProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Without the cluster CA to tell them apart, the front proxy's CA's
+	// certificates would be users of their own: refused.
+	if _, err := New(Config{Issuers: []string{testIssuer}, APIAudiences: []string{testIssuer}, PublicKeys: keys,
+		Objects: Objects(store{}.get), FrontProxy: &FrontProxyConfig{CA: proxyCA.Cert}}); err == nil {
+		t.Error("New took a front proxy without the cluster's client CA")
+	}
 	tests := []struct {
 		name   string
 		tls    *tls.ConnectionState
