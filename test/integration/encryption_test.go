@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/skiff-sh/skiff/internal/app"
 	"github.com/skiff-sh/skiff/internal/etcd"
@@ -105,8 +106,14 @@ resources:
 			if err != nil || string(s.Data["k"]) != plaintext {
 				t.Fatalf("get secret: %v, %v", s, err)
 			}
-			l, err := c.Client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-			if err != nil || len(l.Items) == 0 {
+			// A list at resourceVersion 0 is served by the cache, which may
+			// lag the create by a moment (as kube-apiserver's).
+			var l *corev1.ConfigMapList
+			err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+				l, err = c.Client.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+				return err == nil && len(l.Items) == 1 && l.Items[0].Data["k"] == plaintext, nil
+			})
+			if err != nil {
 				t.Fatalf("list configmaps from the cache: %v, %v", l, err)
 			}
 		})
