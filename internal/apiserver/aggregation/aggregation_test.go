@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -132,6 +132,38 @@ func echoAPIService(caBundle []byte, available bool) *apiregistrationv1.APIServi
 	}
 }
 
+// newFrontProxy makes the front proxy's CA and its client pair
+// (CN=front-proxy-client).
+func newFrontProxy(t *testing.T) (ca *pki.CA, cert, key []byte) {
+	t.Helper()
+	ca, err := pki.EnsureCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert, key, err = ca.IssueClientCert(pki.FrontProxyClientName, nil); err != nil {
+		t.Fatal(err)
+	}
+	return ca, cert, key
+}
+
+// startAggregator builds an Aggregator over a fake client holding
+// apiServices, every Service resolved to b, and starts its informers until
+// ctx ends (the caller runs it if it needs to).
+func startAggregator(ctx context.Context, t *testing.T, b *backend, cfg Config, apiServices ...runtime.Object) (*Aggregator, *apiregistrationfake.Clientset) {
+	t.Helper()
+	client := apiregistrationfake.NewSimpleClientset(apiServices...)
+	factory := apiregistrationinformers.NewSharedInformerFactory(client, 0)
+	cfg.APIServices = factory.Apiregistration().V1().APIServices().Informer()
+	cfg.Services = resolverTo(strings.TrimPrefix(b.URL, "https://"))
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	t.Cleanup(factory.Shutdown)
+	return a, client
+}
+
 // TestAggregator: requests of an APIService's group version go to its
 // server with the front proxy's certificate and the caller's identity in
 // headers (identity headers the caller sent replaced), only while it is
@@ -140,34 +172,10 @@ func echoAPIService(caBundle []byte, available bool) *apiregistrationv1.APIServi
 func TestAggregator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	frontProxy, err := pki.EnsureCA(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile, err := frontProxy.EnsureClientCert(dir, pki.FrontProxyClientName, pki.FrontProxyClientName, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := os.ReadFile(certFile)
-	key, _ := os.ReadFile(keyFile)
+	frontProxy, cert, key := newFrontProxy(t)
 	b := newBackend(t, frontProxy)
-
-	client := apiregistrationfake.NewSimpleClientset(echoAPIService(b.caPEM, false))
-	factory := apiregistrationinformers.NewSharedInformerFactory(client, 0)
-	a, err := New(Config{
-		APIServices:        factory.Apiregistration().V1().APIServices().Informer(),
-		Services:           resolverTo(strings.TrimPrefix(b.URL, "https://")),
-		ProxyClientCertKey: func() ([]byte, []byte) { return cert, key },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	defer func() {
-		cancel()
-		factory.Shutdown()
-	}()
+	a, client := startAggregator(ctx, t, b, Config{ProxyClientCertKey: func() ([]byte, []byte) { return cert, key }},
+		echoAPIService(b.caPEM, false))
 	go a.Run(ctx)
 	gv := schema.GroupVersion{Group: "e2e.example", Version: "v1"}
 	if a.Proxy(schema.GroupVersion{Group: "apps", Version: "v1"}) != nil {
@@ -303,34 +311,9 @@ func (localOpenAPI) ServesGroupVersion(key string) bool { return key == "api/v1"
 func TestOpenAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	frontProxy, err := pki.EnsureCA(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile, err := frontProxy.EnsureClientCert(dir, pki.FrontProxyClientName, pki.FrontProxyClientName, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := os.ReadFile(certFile)
-	key, _ := os.ReadFile(keyFile)
+	frontProxy, cert, key := newFrontProxy(t)
 	b := newBackend(t, frontProxy)
-	client := apiregistrationfake.NewSimpleClientset()
-	factory := apiregistrationinformers.NewSharedInformerFactory(client, 0)
-	a, err := New(Config{
-		APIServices:        factory.Apiregistration().V1().APIServices().Informer(),
-		Services:           resolverTo(strings.TrimPrefix(b.URL, "https://")),
-		ProxyClientCertKey: func() ([]byte, []byte) { return cert, key },
-		LocalOpenAPI:       localOpenAPI{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	defer func() {
-		cancel()
-		factory.Shutdown()
-	}()
+	a, client := startAggregator(ctx, t, b, Config{ProxyClientCertKey: func() ([]byte, []byte) { return cert, key }, LocalOpenAPI: localOpenAPI{}})
 	go a.Run(ctx)
 	get := func(path string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodGet, path, nil)
@@ -431,38 +414,13 @@ func keys(m map[string]json.RawMessage) []string {
 func TestResync(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	frontProxy, err := pki.EnsureCA(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	frontProxy, cert, key := newFrontProxy(t)
 	type pair struct{ cert, key []byte }
-	issue := func(cn string) pair {
-		cert, key, err := frontProxy.IssueClientCert(cn, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pair{cert, key}
-	}
 	var current atomic.Pointer[pair]
-	first := issue(pki.FrontProxyClientName)
-	current.Store(&first)
+	current.Store(&pair{cert, key})
 	b := newBackend(t, frontProxy)
-	client := apiregistrationfake.NewSimpleClientset(echoAPIService(b.caPEM, true))
-	factory := apiregistrationinformers.NewSharedInformerFactory(client, 0)
-	a, err := New(Config{
-		APIServices:        factory.Apiregistration().V1().APIServices().Informer(),
-		Services:           resolverTo(strings.TrimPrefix(b.URL, "https://")),
-		ProxyClientCertKey: func() ([]byte, []byte) { p := current.Load(); return p.cert, p.key },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	defer func() {
-		cancel()
-		factory.Shutdown()
-	}()
+	a, _ := startAggregator(ctx, t, b, Config{ProxyClientCertKey: func() ([]byte, []byte) { p := current.Load(); return p.cert, p.key }},
+		echoAPIService(b.caPEM, true))
 	gv := schema.GroupVersion{Group: "e2e.example", Version: "v1"}
 	presented := func() string {
 		var proxy http.Handler
@@ -485,8 +443,11 @@ func TestResync(t *testing.T) {
 	if cn := presented(); cn != pki.FrontProxyClientName {
 		t.Errorf("presented %q, want %q", cn, pki.FrontProxyClientName)
 	}
-	rotated := issue("rotated-proxy")
-	current.Store(&rotated)
+	rotatedCert, rotatedKey, err := frontProxy.IssueClientCert("rotated-proxy", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current.Store(&pair{rotatedCert, rotatedKey})
 	a.Resync()
 	if cn := presented(); cn != "rotated-proxy" {
 		t.Errorf("after Resync presented %q, want the new pair's rotated-proxy", cn)
