@@ -285,11 +285,19 @@ func (m *controllerManager) runControllers(ctx context.Context) error {
 	// kube-controller-manager's root client builder, which it keeps to
 	// itself; it is built here as that descriptor builds it.
 	delete(descriptors, names.ServiceAccountTokenController)
+	// So is the validatingadmissionpolicy-status controller, whose
+	// descriptor builds its type checker's definitions at once.
+	delete(descriptors, names.ValidatingAdmissionPolicyStatusController)
 	var controllers []kcm.Controller
 	if tokens, err := m.serviceAccountTokenController(ctx, cctx, builder); err != nil {
 		return err
 	} else if tokens != nil {
 		controllers = append(controllers, tokens)
+	}
+	if status, err := m.validatingAdmissionPolicyStatusController(cctx); err != nil {
+		return err
+	} else if status != nil {
+		controllers = append(controllers, status)
 	}
 	debugMux := mux.NewPathRecorderMux("controller-debug")
 	built, err := kcm.BuildControllers(ctx, cctx, descriptors, debugMux, controllerhealthz.NewMutableHealthzHandler())
