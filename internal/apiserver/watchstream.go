@@ -91,7 +91,9 @@ type encodingKey struct {
 const sharedEncodingsSize = 1024
 
 func newSharedEncodings() *sharedEncodings {
-	return &sharedEncodings{byKey: map[encodingKey][]byte{}, order: make([]encodingKey, sharedEncodingsSize)}
+	// The ring grows to its size as events come: most resources of an
+	// idle server never see one.
+	return &sharedEncodings{byKey: map[encodingKey][]byte{}}
 }
 
 // get returns the encoding of obj for mediaType, calling encode only when
@@ -118,11 +120,13 @@ func (s *sharedEncodings) get(obj runtime.Object, mediaType string, encode func(
 	if _, ok := s.byKey[key]; ok {
 		return raw, nil
 	}
-	if old := s.order[s.next]; old.obj != nil {
-		delete(s.byKey, old)
+	if len(s.order) < sharedEncodingsSize {
+		s.order = append(s.order, key)
+	} else {
+		delete(s.byKey, s.order[s.next])
+		s.order[s.next] = key
+		s.next = (s.next + 1) % len(s.order)
 	}
-	s.order[s.next] = key
-	s.next = (s.next + 1) % len(s.order)
 	s.byKey[key] = raw
 	return raw, nil
 }

@@ -42,15 +42,20 @@ func TestSharedEncodings(t *testing.T) {
 		t.Errorf("hits, encodes = %d, %d; want 8, 4", s.hits, s.encodes)
 	}
 
-	// Bounded: the oldest encodings are forgotten first.
+	// Bounded: the oldest encodings are forgotten first, the newest kept.
+	var last *corev1.Pod
 	for i := 0; i < 2*sharedEncodingsSize; i++ {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint(i)}}
-		if _, err := s.get(p, "application/json", encoder(p, "application/json")); err != nil {
+		last = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint(i)}}
+		if _, err := s.get(last, "application/json", encoder(last, "application/json")); err != nil {
 			t.Fatal(err)
 		}
+		if want := min(i+5, sharedEncodingsSize); len(s.byKey) != want {
+			t.Fatalf("after %d more, %d encodings kept, want %d", i+1, len(s.byKey), want)
+		}
 	}
-	if len(s.byKey) != sharedEncodingsSize {
-		t.Errorf("%d encodings kept, want %d", len(s.byKey), sharedEncodingsSize)
+	encodesBefore := s.encodes
+	if _, err := s.get(last, "application/json", encoder(last, "application/json")); err != nil || s.encodes != encodesBefore {
+		t.Errorf("the newest encoding was made again (err %v)", err)
 	}
 	before := encodes["a application/json"]
 	if _, err := s.get(a, "application/json", encoder(a, "application/json")); err != nil {
