@@ -154,12 +154,17 @@ func BenchmarkDispatch(b *testing.B) {
 	defer cancel()
 	var ws []*cacheWatcher
 	add := func(f storage.Filter) {
-		w := &cacheWatcher{cache: c, prefix: "/registry/pods/", filter: f, in: make(chan watch.Event, unfilteredWatchBuffer), done: make(chan struct{})}
+		w := &cacheWatcher{cache: c, prefix: "/registry/pods/", filter: f, in: newEventQueue(unfilteredWatchBuffer), done: make(chan struct{})}
 		ws = append(ws, w)
 		go func() {
 			for {
 				select {
-				case <-w.in:
+				case <-w.in.ready:
+					for {
+						if _, ok := w.in.pop(); !ok {
+							break
+						}
+					}
 				case <-ctx.Done():
 					return
 				}

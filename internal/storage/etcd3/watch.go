@@ -97,7 +97,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, opts storage.WatchOpti
 	if w.filter == nil && !w.exact {
 		size = unfilteredWatchBuffer
 	}
-	w.in = make(chan watch.Event, size)
+	w.in = newEventQueue(size)
 	if d, ok := ctx.Deadline(); ok {
 		w.deadline = d
 	}
@@ -174,7 +174,7 @@ type cacheWatcher struct {
 	// nextBookmark is owned by the dispatcher after registration.
 	nextBookmark time.Time
 
-	in      chan watch.Event
+	in      *eventQueue
 	result  chan watch.Event
 	done    chan struct{}
 	once    sync.Once
@@ -263,11 +263,15 @@ func (w *cacheWatcher) run(ctx context.Context, init initialEvents) {
 		return
 	}
 	for {
-		select {
-		case ev := <-w.in:
+		ev, queued := w.in.pop()
+		if queued {
 			if !w.send(ctx, ev) {
 				return
 			}
+			continue
+		}
+		select {
+		case <-w.in.ready:
 		case <-w.done:
 			return
 		case <-ctx.Done():
@@ -321,9 +325,7 @@ func (c *watchCache) dispatch(events []*cacheEvent, budget *timeBudget) {
 			if !ok {
 				continue
 			}
-			select {
-			case w.in <- we:
-			default:
+			if !w.in.push(we) {
 				blocked = append(blocked, pendingSend{w, we})
 			}
 		}
@@ -344,16 +346,18 @@ func (c *watchCache) sendWithin(p pendingSend, budget *timeBudget) bool {
 	start := c.clock.Now()
 	t := c.clock.NewTimer(d)
 	defer t.Stop()
-	select {
-	case p.w.in <- p.ev:
-		budget.giveBack(d - c.clock.Since(start))
-		return true
-	case <-p.w.done:
-		budget.giveBack(d - c.clock.Since(start))
-		return true
-	case <-t.C():
-		return false
+	for !p.w.in.push(p.ev) {
+		select {
+		case <-p.w.in.room:
+		case <-p.w.done:
+			budget.giveBack(d - c.clock.Since(start))
+			return true
+		case <-t.C():
+			return false
+		}
 	}
+	budget.giveBack(d - c.clock.Since(start))
+	return true
 }
 
 // sendBookmarks sends a bookmark at revision rev to each watcher that
@@ -376,10 +380,10 @@ func (c *watchCache) sendBookmarks(rev int64) {
 		if bm == nil {
 			bm = c.newBookmark(rev, false)
 		}
-		select {
-		case w.in <- watch.Event{Type: watch.Bookmark, Object: bm}:
+		// A full queue is busy: its events carry the revision anyway;
+		// the bookmark waits for the next tick.
+		if w.in.push(watch.Event{Type: watch.Bookmark, Object: bm}) {
 			w.nextBookmark = w.bookmarkAfter(now)
-		default: // busy: events carry the revision anyway; retry next tick
 		}
 	}
 	if soon {
