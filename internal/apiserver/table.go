@@ -158,15 +158,7 @@ func (ep *endpoint) typedForEncoding(obj runtime.Object) runtime.Object {
 	if kinds, _, err := ep.res.Kinds.ObjectKinds(obj); err == nil && len(kinds) > 0 && !containsKind(kinds, ep.gvk) {
 		gvk = kinds[0]
 	}
-	v := reflect.ValueOf(obj)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct || isUnstructured(obj) {
-		obj = obj.DeepCopyObject()
-		obj.GetObjectKind().SetGroupVersionKind(gvk)
-		return obj
-	}
-	c := reflect.New(v.Elem().Type())
-	c.Elem().Set(v.Elem())
-	out := c.Interface().(runtime.Object)
+	out := shallowCopy(obj)
 	out.GetObjectKind().SetGroupVersionKind(gvk)
 	return out
 }

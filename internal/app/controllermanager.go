@@ -97,6 +97,9 @@ type controllerManager struct {
 	clients clientbuilder.ControllerClientBuilder
 	// debug, when set, serves the running controllers' debugging handlers.
 	debug *controllerDebug
+	// direct, when set, backs the shared informers of the busiest
+	// resources (directlyInformed) with the API server's storage.
+	direct directListWatch
 }
 
 // controllerDebugPath is where the controllers' debugging handlers are
@@ -279,6 +282,9 @@ func (m *controllerManager) runControllers(ctx context.Context) error {
 	cctx, err := kcm.CreateControllerContext(ctx, cc, builder, clients)
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
+	}
+	if m.direct != nil {
+		useDirectInformers(cctx.InformerFactory, m.direct)
 	}
 	descriptors := kcm.NewControllerDescriptors()
 	// The serviceaccount-token controller's descriptor needs

@@ -22,6 +22,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/pkg/capabilities"
 	"k8s.io/kubernetes/pkg/controlplane/controller/legacytokentracking"
 
@@ -378,6 +380,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	sa.useClient(loopbackClient)
 	// One informer factory for the authorizers and the admission plugins.
 	apiInformers := informers.NewSharedInformerFactory(loopbackClient, 0)
+	// The node authorizer follows every pod and node: straight from the
+	// storage, as the controllers and the scheduler.
+	useDirectInformers(apiInformers, api.DirectListWatch)
 	bootstrapTokenAuth.use(apiInformers)
 	authz, ruleResolver, err := newAuthorizer(ctx, cfg.Authorization, apiInformers, "skiff")
 	if err != nil {
@@ -681,7 +686,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			return err
 		}
 		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
-			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug}
+			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug, direct: api.DirectListWatch}
 		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), journeys); err != nil {
 			return err
 		}
@@ -722,7 +727,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 				serverURL, kubeconfigPath, self, kubeconfigPath, self)
 		}
 		if cfg.OnReady != nil {
-			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: inProcess})
+			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: inProcess, DirectListWatch: api.DirectListWatch})
 		}
 		return nil
 	})
@@ -756,6 +761,10 @@ type ReadyServer struct {
 	// this process without a connection, authenticated as user in groups:
 	// what the server's scheduler and controllers use.
 	InProcessConfig func(user string, groups ...string) *rest.Config
+	// DirectListWatch lists and watches a resource straight from the
+	// API server's storage, as the shared informers of the busiest
+	// resources in this process do.
+	DirectListWatch func(gvr schema.GroupVersionResource, namespace string) *cache.ListWatch
 }
 
 // SchedulerClientConfig is the client config of the server's scheduler
@@ -781,7 +790,12 @@ func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerMana
 	if err != nil {
 		return err
 	}
-	sched, err := scheduler.New(scheduler.Config{Client: schedClient, Registry: metrics, Journey: journeys})
+	// Its pods and nodes as the controllers', straight from the storage.
+	factory := informers.NewSharedInformerFactory(schedClient, 0)
+	if cm.direct != nil {
+		useDirectInformers(factory, cm.direct)
+	}
+	sched, err := scheduler.New(scheduler.Config{Client: schedClient, Informers: factory, Registry: metrics, Journey: journeys})
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/internal/app"
@@ -70,6 +72,9 @@ type Cluster struct {
 	// InProcessConfig reaches the API server without a connection, as
 	// the server's own scheduler and controllers do.
 	InProcessConfig func(user string, groups ...string) *rest.Config
+	// DirectListWatch lists and watches a resource straight from the
+	// API server's storage, as the server's busiest informers do.
+	DirectListWatch func(gvr schema.GroupVersionResource, namespace string) *cache.ListWatch
 }
 
 // NewCluster starts a control plane on a free loopback port with a fresh
@@ -102,7 +107,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 				Controllers: opts.Controllers, NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 			},
 			OnReady: func(r app.ReadyServer) {
-				c.URL, c.Kubeconfig, c.InProcessConfig = r.URL, r.Kubeconfig, r.InProcessConfig
+				c.URL, c.Kubeconfig, c.InProcessConfig, c.DirectListWatch = r.URL, r.Kubeconfig, r.InProcessConfig, r.DirectListWatch
 				close(ready)
 			},
 		})

@@ -1,0 +1,250 @@
+package apiserver
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"reflect"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion/queryparams"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/skiff-sh/skiff/internal/storage"
+)
+
+// DirectListWatch lists and watches resource gvr, at its served version,
+// for an informer in this process, straight from its storage and watch
+// cache: no request, no encoding and no decoding of each event for the
+// informer. The objects are the watch cache's own, each given as a shallow
+// copy of its top-level struct (an informer's transform may set its
+// metadata, as kube-controller-manager's drops managed fields), and share
+// everything below with the cache: the informer's users must not change
+// them, the rule of every shared informer. Selectors, resourceVersion
+// semantics, watch lists and bookmarks are those of the HTTP API (the
+// same option parsing and storage); authorization, admission of reads,
+// flow control and audit are not applied, so it is for the server's own
+// components only.
+func (s *Server) DirectListWatch(gvr schema.GroupVersionResource, namespace string) *cache.ListWatch {
+	d := &directListWatch{s: s, gvr: gvr, namespace: namespace}
+	return &cache.ListWatch{ListWithContextFunc: d.list, WatchFuncWithContext: d.watch}
+}
+
+// directListWatch finds its resource at each list and watch: the server's
+// components make their informers before the resources are registered.
+type directListWatch struct {
+	s         *Server
+	gvr       schema.GroupVersionResource
+	namespace string
+}
+
+func (d *directListWatch) endpoint() (*endpoint, error) {
+	res, ok := d.s.cfg.Resources.Lookup(d.gvr)
+	if !ok {
+		return nil, apierrors.NewNotFound(d.gvr.GroupResource(), "")
+	}
+	if res.Stored == nil {
+		return nil, apierrors.NewMethodNotSupported(d.gvr.GroupResource(), "direct list and watch")
+	}
+	eps, err := d.s.endpointsFor(res)
+	if err != nil {
+		return nil, err
+	}
+	return eps.main, nil
+}
+
+// directOptions are a list's or watch's options, parsed as the HTTP API
+// parses its query.
+type directOptions struct {
+	prefix          string
+	filter          storage.Filter
+	resourceVersion string
+	match           string
+	limit           int64
+	continueToken   string
+	sendInitial     bool
+	bookmarks       bool
+	timeoutSeconds  *int64
+}
+
+func (d *directListWatch) options(ep *endpoint, opts metav1.ListOptions) (*directOptions, error) {
+	q, err := queryparams.Convert(&opts)
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := ep.listOptions(&http.Request{URL: &url.URL{RawQuery: q.Encode()}}, requestInfo{Namespace: d.namespace})
+	if err != nil {
+		return nil, err
+	}
+	return &directOptions{
+		prefix:          ep.res.Stored.CollectionPrefix(ep.res.Namespaced, d.namespace),
+		filter:          ep.filterFor(parsed),
+		resourceVersion: parsed.ResourceVersion,
+		match:           string(parsed.ResourceVersionMatch),
+		limit:           parsed.Limit,
+		continueToken:   parsed.Continue,
+		sendInitial:     parsed.SendInitialEvents != nil && *parsed.SendInitialEvents,
+		bookmarks:       parsed.AllowWatchBookmarks,
+		timeoutSeconds:  parsed.TimeoutSeconds,
+	}, nil
+}
+
+func (d *directListWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	opts.Watch = false
+	ep, err := d.endpoint()
+	if err != nil {
+		return nil, err
+	}
+	o, err := d.options(ep, opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ep.res.Stored.Store.List(ctx, o.prefix, storage.ListOptions{
+		ResourceVersion: o.resourceVersion, ResourceVersionMatch: o.match, Limit: o.limit, Continue: o.continueToken, Filter: o.filter,
+	})
+	if err != nil {
+		return nil, ep.storeError(err, "")
+	}
+	items := make([]runtime.Object, 0, len(res.Items))
+	for _, it := range res.Items {
+		served, err := ep.fromStored(it)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, served)
+	}
+	list, err := ep.res.Kinds.New(ep.gvk.GroupVersion().WithKind(ep.res.ListKind))
+	if err != nil {
+		return nil, err
+	}
+	// SetList copies each item's struct into the list: the stored
+	// objects keep their kind, the copies lose it, as decoded ones.
+	if err := meta.SetList(list, items); err != nil {
+		return nil, err
+	}
+	_ = meta.EachListItem(list, func(item runtime.Object) error {
+		item.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		return nil
+	})
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, err
+	}
+	lm.SetResourceVersion(res.ResourceVersion)
+	lm.SetContinue(res.Continue)
+	lm.SetRemainingItemCount(res.RemainingItemCount)
+	return list, nil
+}
+
+func (d *directListWatch) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true // as a client's Watch sets it
+	ep, err := d.endpoint()
+	if err != nil {
+		return nil, err
+	}
+	o, err := d.options(ep, opts)
+	if err != nil {
+		return nil, err
+	}
+	// As the HTTP API: the watch ends after its timeoutSeconds, or
+	// between minWatchTimeout and twice that, or with ctx.
+	timeout := time.Duration(float64(minWatchTimeout) * (1 + rand.Float64()))
+	if o.timeoutSeconds != nil {
+		timeout = time.Duration(*o.timeoutSeconds) * time.Second
+	}
+	var wctx context.Context
+	var cancel context.CancelFunc
+	if timeout > 0 {
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		wctx, cancel = context.WithCancel(ctx)
+	}
+	inner, err := ep.res.Stored.Store.Watch(wctx, o.prefix, storage.WatchOptions{
+		ResourceVersion: o.resourceVersion, SendInitialEvents: o.sendInitial, AllowBookmarks: o.bookmarks, Filter: o.filter,
+	})
+	if err != nil {
+		cancel()
+		return nil, ep.storeError(err, "")
+	}
+	w := &directWatcher{inner: inner, cancel: cancel, result: make(chan watch.Event), done: make(chan struct{})}
+	go w.run(ep)
+	return w, nil
+}
+
+// directWatcher hands a storage watch's events to an informer, each
+// object converted to the served version and shallow-copied.
+type directWatcher struct {
+	inner  watch.Interface
+	cancel context.CancelFunc
+	result chan watch.Event
+	done   chan struct{}
+	once   sync.Once
+}
+
+func (w *directWatcher) ResultChan() <-chan watch.Event { return w.result }
+
+func (w *directWatcher) Stop() {
+	w.once.Do(func() {
+		close(w.done)
+		w.cancel()
+		w.inner.Stop()
+	})
+}
+
+// run ends when the storage watch ends (its context's end included) or
+// at Stop.
+func (w *directWatcher) run(ep *endpoint) {
+	defer close(w.result)
+	defer w.Stop()
+	for {
+		var ev watch.Event
+		select {
+		case e, ok := <-w.inner.ResultChan():
+			if !ok {
+				return
+			}
+			ev = e
+		case <-w.done:
+			return
+		}
+		if ev.Type != watch.Error {
+			served, err := ep.watchServed(ev.Object)
+			if err != nil {
+				st := apierrors.NewInternalError(err).ErrStatus
+				ev = watch.Event{Type: watch.Error, Object: &st}
+			} else {
+				// Without a kind, as a decoded typed object.
+				ev.Object = shallowCopy(served)
+				if !isUnstructured(ev.Object) {
+					ev.Object.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+				}
+			}
+		}
+		select {
+		case w.result <- ev:
+		case <-w.done:
+			return
+		}
+	}
+}
+
+// shallowCopy returns a copy of obj's top-level struct, which shares
+// everything below with obj; objects that are not structs (unstructured
+// ones) are copied deeply.
+func shallowCopy(obj runtime.Object) runtime.Object {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct || isUnstructured(obj) {
+		return obj.DeepCopyObject()
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(runtime.Object)
+}
