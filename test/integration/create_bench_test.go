@@ -33,11 +33,12 @@ import (
 // server runs without the ServiceAccount admission plugin, as upstream's
 // integration benchmarks run kube-apiserver (SKIFF_BENCH_ADMISSION=default
 // runs the whole chain): the pods stay the same shape as the ones the
-// figures before it were measured with.
+// figures before it were measured with. The controllers are those of the
+// scheduler benchmark (SKIFF_BENCH_CONTROLLERS changes them).
 //
 //	go test -run '^$' -bench BenchmarkCreate -benchtime 3000x ./test/integration/
 func BenchmarkCreate(b *testing.B) {
-	c := framework.NewCluster(b, framework.Options{Fsync: true, DisableScheduler: true, DisableAdmissionPlugins: benchAdmissionOff("ServiceAccount")})
+	c := framework.NewCluster(b, framework.Options{Fsync: true, DisableScheduler: true, Controllers: benchControllers(), DisableAdmissionPlugins: benchAdmissionOff("ServiceAccount")})
 	raw, err := etcd.Start(context.Background(), etcd.Config{DataDir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
