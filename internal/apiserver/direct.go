@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/conversion/queryparams"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -107,6 +108,9 @@ func (d *directListWatch) list(ctx context.Context, opts metav1.ListOptions) (ru
 	if err != nil {
 		return nil, err
 	}
+	// The HTTP API's deadline for a list.
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
 	res, err := ep.res.Stored.Store.List(ctx, o.prefix, storage.ListOptions{
 		ResourceVersion: o.resourceVersion, ResourceVersionMatch: o.match, Limit: o.limit, Continue: o.continueToken, Filter: o.filter,
 	})
@@ -119,21 +123,27 @@ func (d *directListWatch) list(ctx context.Context, opts metav1.ListOptions) (ru
 		if err != nil {
 			return nil, err
 		}
+		if isUnstructured(served) {
+			// SetList would share its map with the cache's object.
+			served = served.DeepCopyObject()
+		}
 		items = append(items, served)
 	}
 	list, err := ep.res.Kinds.New(ep.gvk.GroupVersion().WithKind(ep.res.ListKind))
 	if err != nil {
 		return nil, err
 	}
-	// SetList copies each item's struct into the list: the stored
+	// SetList copies each typed item's struct into the list: the stored
 	// objects keep their kind, the copies lose it, as decoded ones.
 	if err := meta.SetList(list, items); err != nil {
 		return nil, err
 	}
-	_ = meta.EachListItem(list, func(item runtime.Object) error {
-		item.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
-		return nil
-	})
+	if _, custom := list.(*unstructured.UnstructuredList); !custom {
+		_ = meta.EachListItem(list, func(item runtime.Object) error {
+			item.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+			return nil
+		})
+	}
 	lm, err := meta.ListAccessor(list)
 	if err != nil {
 		return nil, err

@@ -21,12 +21,11 @@ type directListWatch func(gvr schema.GroupVersionResource, namespace string) *ca
 // change many of the controllers and the scheduler follow, and that
 // change most with the cluster's work.
 var directlyInformed = []struct {
-	obj        runtime.Object
-	gvr        schema.GroupVersionResource
-	namespaced bool
+	obj runtime.Object
+	gvr schema.GroupVersionResource
 }{
-	{&corev1.Pod{}, corev1.SchemeGroupVersion.WithResource("pods"), true},
-	{&corev1.Node{}, corev1.SchemeGroupVersion.WithResource("nodes"), false},
+	{&corev1.Pod{}, corev1.SchemeGroupVersion.WithResource("pods")},
+	{&corev1.Node{}, corev1.SchemeGroupVersion.WithResource("nodes")},
 }
 
 // useDirectInformers makes factory's informers of the directly informed
@@ -36,10 +35,8 @@ var directlyInformed = []struct {
 func useDirectInformers(factory informers.SharedInformerFactory, direct directListWatch) {
 	for _, r := range directlyInformed {
 		lw := direct(r.gvr, metav1.NamespaceAll)
-		indexers := cache.Indexers{}
-		if r.namespaced {
-			indexers[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
-		}
+		// The generated informers' indexer, cluster-scoped kinds included.
+		indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 		obj, gvr := r.obj, r.gvr
 		factory.InformerFor(obj, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{

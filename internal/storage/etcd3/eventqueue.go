@@ -36,8 +36,12 @@ func (q *eventQueue) push(ev watch.Event) bool {
 		q.mu.Unlock()
 		return false
 	}
-	if q.head > 0 && len(q.events) == cap(q.events) {
-		// Move the queued events to the front rather than grow.
+	if q.head > 0 && q.head >= len(q.events)/2 && len(q.events) == cap(q.events) {
+		// Move the queued events to the front rather than grow, when
+		// at least half the slice is taken ones: a copy per push of a
+		// queue kept nearly full would cost the dispatcher, which
+		// serves every watcher. The slice grows to at most about
+		// twice the limit.
 		m := copy(q.events, q.events[q.head:])
 		clear(q.events[m:])
 		q.events, q.head = q.events[:m], 0

@@ -50,7 +50,7 @@ func TestEventQueue(t *testing.T) {
 		if q.len() != next-want {
 			t.Fatalf("len %d, want %d", q.len(), next-want)
 		}
-		if cap(q.events) > 2*limit {
+		if cap(q.events) > 4*limit {
 			t.Fatalf("the queue grew to %d for %d events at most", cap(q.events), limit)
 		}
 	}
