@@ -28,8 +28,11 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet $(PKGS)
 
+# client-go's cache mutation detector (as upstream's integration tests run):
+# a test panics if anything changes an informer's object, which the server's
+# direct informers share with the watch cache (docs/architecture.md).
 unit:
-	$(GO) test -count=1 -ldflags='$(LDFLAGS)' $$($(GO) list ./... | grep -v /test/e2e)
+	KUBE_CACHE_MUTATION_DETECTOR=true $(GO) test -count=1 -ldflags='$(LDFLAGS)' $$($(GO) list ./... | grep -v /test/e2e)
 
 race:
 	$(GO) test -count=1 -race $(RACE_PKGS)
