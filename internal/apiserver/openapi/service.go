@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -120,7 +121,8 @@ func newTypedDocs(resources []*registry.Resource, q *queryParams) (*typedDocs, e
 		return nil, err
 	}
 	namer := newDefinitionNamer(scheme)
-	defs, defName := sharedV3Definitions(namer)
+	shared := &v3Defs{namer: namer, keep: v3DefsKept}
+	defs, _ := shared.get()
 	// Check up front what the lazy builders would otherwise fail on.
 	for _, r := range resources {
 		obj, list, err := samples(r)
@@ -178,6 +180,7 @@ func newTypedDocs(resources []*registry.Resource, q *queryParams) (*typedDocs, e
 		t.v3[gv] = cached.Func(func() (*spec3.OpenAPI, string, error) {
 			building.Lock()
 			defer building.Unlock()
+			defs, defName := shared.get()
 			doc, err := builder3.BuildOpenAPISpecFromRoutes([]common.RouteContainer{c}, v3Config(defs, defName))
 			if err != nil {
 				return nil, "", fmt.Errorf("openapi v3 %s: %w", gv, err)
@@ -451,6 +454,49 @@ func sharedV3Definitions(namer *definitionNamer) (map[string]common.OpenAPIDefin
 		}
 		return n, merged
 	}
+}
+
+// v3DefsKept is how long the shared definitions outlive their last use.
+const v3DefsKept = 30 * time.Second
+
+// v3Defs are the shared definitions (sharedV3Definitions) of the typed
+// documents, made when a document is built and kept only while documents
+// are being built: v3DefsKept after the last build they are dropped, and
+// made again should a document need them. The documents are JSON by then
+// (handOver), so an idle server no longer holds the definitions of every
+// built-in type (6.6 MB) for nothing.
+type v3Defs struct {
+	namer *definitionNamer
+	keep  time.Duration
+
+	mu     sync.Mutex
+	defs   map[string]common.OpenAPIDefinition
+	name   func(string) (string, spec.Extensions)
+	drop   *time.Timer
+	builds int
+}
+
+// get returns the definitions and their name func, making them if needed;
+// the caller keeps them for as long as it uses them.
+func (d *v3Defs) get() (map[string]common.OpenAPIDefinition, func(string) (string, spec.Extensions)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.defs == nil {
+		d.defs, d.name = sharedV3Definitions(d.namer)
+		d.builds++
+	}
+	if d.drop == nil {
+		d.drop = time.AfterFunc(d.keep, d.release)
+	} else {
+		d.drop.Reset(d.keep)
+	}
+	return d.defs, d.name
+}
+
+func (d *v3Defs) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.defs, d.name = nil, nil
 }
 
 // v3Config is the OpenAPI 3 builder configuration over the given

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	openapi_v2 "github.com/google/gnostic-models/openapiv2"
 	"google.golang.org/protobuf/proto"
@@ -590,5 +591,42 @@ func TestV3DocumentsHandedOver(t *testing.T) {
 	}
 	if _, again := get(t, srv.URL+V3Path, ""); !bytes.Equal(again, index) {
 		t.Errorf("index changed: %s -> %s", index, again)
+	}
+}
+
+// TestV3DefinitionsDropped: the typed documents' shared definitions are
+// made when a document is built, reused while builds follow, dropped once
+// unused for their keep time, and made again for a later build, which
+// gives the same document.
+func TestV3DefinitionsDropped(t *testing.T) {
+	scheme, err := newScheme(testResources(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &v3Defs{namer: newDefinitionNamer(scheme), keep: 50 * time.Millisecond}
+	first, _ := d.get()
+	again, _ := d.get()
+	if d.builds != 1 || len(first) == 0 || len(again) != len(first) {
+		t.Fatalf("two gets: %d builds, %d and %d definitions; want 1 build", d.builds, len(first), len(again))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d.mu.Lock()
+		dropped := d.defs == nil
+		d.mu.Unlock()
+		if dropped {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("definitions still held long after their keep time")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	later, name := d.get()
+	if d.builds != 2 || len(later) != len(first) {
+		t.Errorf("get after the drop: %d builds, %d definitions; want 2 builds, %d", d.builds, len(later), len(first))
+	}
+	if n, _ := name("k8s.io/api/core/v1.Pod"); n != "io.k8s.api.core.v1.Pod" {
+		t.Errorf("name of the pod's definition = %q", n)
 	}
 }
