@@ -2,17 +2,13 @@ package apiserver
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"reflect"
 	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/conversion/queryparams"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -98,13 +94,22 @@ func (d *directListWatch) options(ep *endpoint, opts metav1.ListOptions) (*direc
 	}, nil
 }
 
-func (d *directListWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	opts.Watch = false
+// prepare finds the resource and parses opts for a list or a watch.
+func (d *directListWatch) prepare(opts metav1.ListOptions, isWatch bool) (*endpoint, *directOptions, error) {
+	opts.Watch = isWatch // as a client's List and Watch set it
 	ep, err := d.endpoint()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o, err := d.options(ep, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ep, o, nil
+}
+
+func (d *directListWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	ep, o, err := d.prepare(opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -117,59 +122,17 @@ func (d *directListWatch) list(ctx context.Context, opts metav1.ListOptions) (ru
 	if err != nil {
 		return nil, ep.storeError(err, "")
 	}
-	items := make([]runtime.Object, 0, len(res.Items))
-	for _, it := range res.Items {
-		served, err := ep.fromStored(it)
-		if err != nil {
-			return nil, err
-		}
-		if isUnstructured(served) {
-			// SetList would share its map with the cache's object.
-			served = served.DeepCopyObject()
-		}
-		items = append(items, served)
-	}
-	list, err := ep.res.Kinds.New(ep.gvk.GroupVersion().WithKind(ep.res.ListKind))
-	if err != nil {
-		return nil, err
-	}
-	// SetList copies each typed item's struct into the list: the stored
-	// objects keep their kind, the copies lose it, as decoded ones.
-	if err := meta.SetList(list, items); err != nil {
-		return nil, err
-	}
-	if _, custom := list.(*unstructured.UnstructuredList); !custom {
-		_ = meta.EachListItem(list, func(item runtime.Object) error {
-			item.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
-			return nil
-		})
-	}
-	lm, err := meta.ListAccessor(list)
-	if err != nil {
-		return nil, err
-	}
-	lm.SetResourceVersion(res.ResourceVersion)
-	lm.SetContinue(res.Continue)
-	lm.SetRemainingItemCount(res.RemainingItemCount)
-	return list, nil
+	// Owned items: the informer's transform may change them.
+	return ep.servedList(res, true)
 }
 
 func (d *directListWatch) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	opts.Watch = true // as a client's Watch sets it
-	ep, err := d.endpoint()
+	ep, o, err := d.prepare(opts, true)
 	if err != nil {
 		return nil, err
 	}
-	o, err := d.options(ep, opts)
-	if err != nil {
-		return nil, err
-	}
-	// As the HTTP API: the watch ends after its timeoutSeconds, or
-	// between minWatchTimeout and twice that, or with ctx.
-	timeout := time.Duration(float64(minWatchTimeout) * (1 + rand.Float64()))
-	if o.timeoutSeconds != nil {
-		timeout = time.Duration(*o.timeoutSeconds) * time.Second
-	}
+	// As the HTTP API: the watch ends after its timeout, or with ctx.
+	timeout := watchTimeout(o.timeoutSeconds)
 	var wctx context.Context
 	var cancel context.CancelFunc
 	if timeout > 0 {

@@ -241,25 +241,41 @@ func (ep *endpoint) list(w http.ResponseWriter, r *http.Request, info requestInf
 		ep.s.writeRaw(w, http.StatusOK, out, pl)
 		return nil
 	}
+	list, err := ep.servedList(res, false)
+	if err != nil {
+		return err
+	}
+	list.GetObjectKind().SetGroupVersionKind(ep.gvk.GroupVersion().WithKind(ep.res.ListKind))
+	ep.s.writeRaw(w, http.StatusOK, out, list)
+	return nil
+}
+
+// servedList is a page of stored objects as a list of the served kind,
+// with the page's resourceVersion, continue token and remaining count.
+// As kube-apiserver's lists of built-in kinds, typed items carry no kind
+// or apiVersion: SetList copies each item's struct into the list, so the
+// stored objects keep theirs. Unstructured items share their maps with
+// the stored objects unless own asks for copies the caller may change.
+func (ep *endpoint) servedList(res *storage.ListResult, own bool) (runtime.Object, error) {
 	items := make([]runtime.Object, 0, len(res.Items))
 	for _, it := range res.Items {
 		served, err := ep.fromStored(it)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		if own && isUnstructured(served) {
+			served = served.DeepCopyObject()
 		}
 		items = append(items, served)
 	}
 	list, err := ep.res.Kinds.New(ep.gvk.GroupVersion().WithKind(ep.res.ListKind))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := meta.SetList(list, items); err != nil {
-		return err
+		return nil, err
 	}
 	if _, custom := list.(*unstructured.UnstructuredList); !custom {
-		// As kube-apiserver's lists of built-in kinds: the items carry no
-		// kind or apiVersion, only the list does. SetList copied the
-		// items, so the stored objects keep theirs.
 		_ = meta.EachListItem(list, func(item runtime.Object) error {
 			item.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 			return nil
@@ -267,14 +283,21 @@ func (ep *endpoint) list(w http.ResponseWriter, r *http.Request, info requestInf
 	}
 	lm, err := meta.ListAccessor(list)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	lm.SetResourceVersion(listMeta.ResourceVersion)
-	lm.SetContinue(listMeta.Continue)
-	lm.SetRemainingItemCount(listMeta.RemainingItemCount)
-	list.GetObjectKind().SetGroupVersionKind(ep.gvk.GroupVersion().WithKind(ep.res.ListKind))
-	ep.s.writeRaw(w, http.StatusOK, out, list)
-	return nil
+	lm.SetResourceVersion(res.ResourceVersion)
+	lm.SetContinue(res.Continue)
+	lm.SetRemainingItemCount(res.RemainingItemCount)
+	return list, nil
+}
+
+// watchTimeout is how long a watch lasts: its timeoutSeconds, else
+// between minWatchTimeout and twice that, as kube-apiserver's.
+func watchTimeout(seconds *int64) time.Duration {
+	if seconds != nil {
+		return time.Duration(*seconds) * time.Second
+	}
+	return time.Duration(float64(minWatchTimeout) * (1 + rand.Float64()))
 }
 
 // listREST lists a resource that is not stored (component statuses)
@@ -336,10 +359,7 @@ func (ep *endpoint) watchWith(w http.ResponseWriter, r *http.Request, info reque
 			return err
 		}
 	}
-	timeout := time.Duration(float64(minWatchTimeout) * (1 + rand.Float64()))
-	if opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-	}
+	timeout := watchTimeout(opts.TimeoutSeconds)
 	ctx, cancel := r.Context(), func() {}
 	if timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, timeout)

@@ -27,6 +27,21 @@ func TestEventQueue(t *testing.T) {
 	// In and out in order, through many rounds of partial draining, which
 	// moves the queued events to the front of the slice now and then.
 	next, want := 0, 0
+	// popInOrder pops up to n events (all when n < 0), checking each is
+	// the next one pushed.
+	popInOrder := func(n int) {
+		t.Helper()
+		for ; n != 0; n-- {
+			e, ok := q.pop()
+			if !ok {
+				return
+			}
+			if num(e) != want {
+				t.Fatalf("popped event %d, want %d", num(e), want)
+			}
+			want++
+		}
+	}
 	for round := 0; round < 50; round++ {
 		for i := 0; i < 1+round%limit; i++ {
 			if !q.push(ev(next)) {
@@ -37,16 +52,7 @@ func TestEventQueue(t *testing.T) {
 			}
 			next++
 		}
-		for i := 0; i < 1+round%3; i++ {
-			e, ok := q.pop()
-			if !ok {
-				break
-			}
-			if num(e) != want {
-				t.Fatalf("popped event %d, want %d", num(e), want)
-			}
-			want++
-		}
+		popInOrder(1 + round%3)
 		if q.len() != next-want {
 			t.Fatalf("len %d, want %d", q.len(), next-want)
 		}
@@ -54,16 +60,7 @@ func TestEventQueue(t *testing.T) {
 			t.Fatalf("the queue grew to %d for %d events at most", cap(q.events), limit)
 		}
 	}
-	for {
-		e, ok := q.pop()
-		if !ok {
-			break
-		}
-		if num(e) != want {
-			t.Fatalf("popped event %d, want %d", num(e), want)
-		}
-		want++
-	}
+	popInOrder(-1)
 	if want != next {
 		t.Fatalf("popped %d events, pushed %d", want, next)
 	}
