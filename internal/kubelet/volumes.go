@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -93,6 +94,12 @@ func (k *Kubelet) mountVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 			if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
 				slog.Warn("emptyDir medium Memory: tmpfs mount failed, using a directory", "pod", klogRef(pod), "volume", v.Name, "err", err)
 			}
+			_ = os.Chmod(dir, 0o777)
+		}
+		if g := podFSGroup(pod); g != nil {
+			// A writable volume: what the pod's containers make in it
+			// inherits the group (setgid).
+			return setVolumeOwnership(dir, *g, false)
 		}
 		return nil
 	case v.ConfigMap != nil:
@@ -100,19 +107,19 @@ func (k *Kubelet) mountVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 		if err != nil {
 			return err
 		}
-		return writeAtomic(dir, files)
+		return writeAtomic(dir, files, podFSGroup(pod))
 	case v.Secret != nil:
 		files, err := k.secretFiles(ctx, pod, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
 		if err != nil {
 			return err
 		}
-		return writeAtomic(dir, files)
+		return writeAtomic(dir, files, podFSGroup(pod))
 	case v.DownwardAPI != nil:
 		files, err := k.downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
 		if err != nil {
 			return err
 		}
-		return writeAtomic(dir, files)
+		return writeAtomic(dir, files, podFSGroup(pod))
 	case v.Projected != nil:
 		files := map[string]file{}
 		for i, src := range v.Projected.Sources {
@@ -139,7 +146,7 @@ func (k *Kubelet) mountVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 				files[p] = f
 			}
 		}
-		return writeAtomic(dir, files)
+		return writeAtomic(dir, files, podFSGroup(pod))
 	}
 	return errors.New("volume type not supported by this node")
 }
@@ -350,12 +357,17 @@ func (k *Kubelet) trustBundleFile(ctx context.Context, pod *corev1.Pod, src *cor
 // writer does: files in a timestamped directory, a "..data" symlink
 // switched with a rename, and top-level entries linking through it, so a
 // reader never sees half an update. Unchanged payloads are not rewritten.
-func writeAtomic(dir string, files map[string]file) error {
+//
+// With fsGroup set, the files, directories and links are then given that
+// group and group read (setVolumeOwnership), as the kubelet does to these
+// volumes of a pod with spec.securityContext.fsGroup.
+func writeAtomic(dir string, files map[string]file, fsGroup *int64) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	paths := sortedKeys(files)
 	h := sha256.New()
+	fmt.Fprintf(h, "fsGroup=%d\x00", idOr(fsGroup, -1))
 	for _, p := range paths {
 		f := files[p]
 		fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00", p, f.mode, idOr(f.uid, -1), idOr(f.gid, -1), len(f.data))
@@ -394,6 +406,11 @@ func writeAtomic(dir string, files map[string]file) error {
 	if err := os.WriteFile(filepath.Join(tsDir, "..hash"), []byte(sum), 0o644); err != nil {
 		return err
 	}
+	if fsGroup != nil {
+		if err := setVolumeOwnership(tsDir, *fsGroup, true); err != nil {
+			return err
+		}
+	}
 	tmp := filepath.Join(dir, "..data_tmp")
 	_ = os.Remove(tmp)
 	if err := os.Symlink(filepath.Base(tsDir), tmp); err != nil {
@@ -421,6 +438,68 @@ func writeAtomic(dir string, files map[string]file) error {
 	}
 	if old != "" && old != filepath.Base(tsDir) {
 		_ = os.RemoveAll(filepath.Join(dir, old))
+	}
+	if fsGroup != nil {
+		// The volume's directory and its links (..data and the top-level
+		// entries); the payload was done before it was published.
+		if err := changeOwnership(dir, *fsGroup, true); err != nil {
+			return err
+		}
+		for _, name := range append([]string{"..data"}, sortedKeys(top)...) {
+			if err := changeOwnership(filepath.Join(dir, name), *fsGroup, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// podFSGroup is the pod's spec.securityContext.fsGroup, or nil.
+func podFSGroup(pod *corev1.Pod) *int64 {
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		return sc.FSGroup
+	}
+	return nil
+}
+
+// setVolumeOwnership gives everything under root (root included) the group
+// fsGroup and group access, as the kubelet's volume ownership step
+// (volume.SetVolumeOwnership) does for the volumes that support it: group
+// read for a read-only volume's files (configMap, secret, downwardAPI,
+// projected), read and write for a writable one's (emptyDir), and on
+// directories group search and setgid, so that what is made in them
+// inherits the group.
+func setVolumeOwnership(root string, fsGroup int64, readOnly bool) error {
+	return filepath.WalkDir(root, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return changeOwnership(path, fsGroup, readOnly)
+	})
+}
+
+// changeOwnership is setVolumeOwnership for one path; a link gets the
+// group only.
+func changeOwnership(path string, fsGroup int64, readOnly bool) error {
+	if err := os.Lchown(path, -1, int(fsGroup)); err != nil {
+		return fmt.Errorf("set group of %q to fsGroup %d: %w", path, fsGroup, err)
+	}
+	info, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if info.Mode()&os.ModeSymlink != 0 {
+		return nil
+	}
+	mask := os.FileMode(0o660)
+	if readOnly {
+		mask = 0o440
+	}
+	if info.IsDir() {
+		mask |= os.ModeSetgid | 0o110
+	}
+	if err := os.Chmod(path, info.Mode()|mask); err != nil {
+		return fmt.Errorf("set mode of %q for fsGroup %d: %w", path, fsGroup, err)
 	}
 	return nil
 }

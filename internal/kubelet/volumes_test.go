@@ -109,7 +109,7 @@ func TestWriteAtomicOwner(t *testing.T) {
 	}
 	dir := t.TempDir()
 	uid, gid := int64(1234), int64(5678)
-	if err := writeAtomic(dir, map[string]file{"token": {data: []byte("t"), mode: 0o640, uid: &uid, gid: &gid}, "ca.crt": {data: []byte("c"), mode: 0o644}}); err != nil {
+	if err := writeAtomic(dir, map[string]file{"token": {data: []byte("t"), mode: 0o640, uid: &uid, gid: &gid}, "ca.crt": {data: []byte("c"), mode: 0o644}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string][3]uint32{"token": {0o640, 1234, 5678}, "ca.crt": {0o644, 0, 0}} {
@@ -120,6 +120,86 @@ func TestWriteAtomicOwner(t *testing.T) {
 		st := fi.Sys().(*syscall.Stat_t)
 		if got := [3]uint32{uint32(fi.Mode().Perm()), st.Uid, st.Gid}; got != want {
 			t.Errorf("%s: mode, uid, gid = %o %d %d, want %o %d %d", name, got[0], got[1], got[2], want[0], want[1], want[2])
+		}
+	}
+}
+
+// TestWriteAtomicFSGroup: with the pod's fsGroup, a configMap, secret,
+// downwardAPI or projected volume's files, directories and links get that
+// group and group read, directories setgid and group search, as the
+// kubelet's volume ownership step leaves them (a 0440 secret is readable
+// by a non-root user in the group).
+func TestWriteAtomicFSGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing owners needs root")
+	}
+	dir := t.TempDir()
+	group := int64(2001)
+	files := map[string]file{
+		"secret": {data: []byte("s"), mode: 0o400},
+		"config": {data: []byte("c"), mode: 0o644},
+		"sub/x":  {data: []byte("x"), mode: 0o600},
+	}
+	if err := writeAtomic(dir, files, &group); err != nil {
+		t.Fatal(err)
+	}
+	// path: mode (with type bits setgid and dir), gid; Lstat for links.
+	want := map[string]struct {
+		mode os.FileMode
+		link bool
+	}{
+		".":             {os.ModeDir | os.ModeSetgid | 0o755, false},
+		"..data":        {0, true},
+		"..data/":       {os.ModeDir | os.ModeSetgid | 0o755, false},
+		"secret":        {0, true},
+		"..data/secret": {0o440, false},
+		"..data/config": {0o644, false},
+		"..data/sub":    {os.ModeDir | os.ModeSetgid | 0o755, false},
+		"..data/sub/x":  {0o640, false},
+	}
+	for name, w := range want {
+		path := filepath.Join(dir, name)
+		stat := os.Stat
+		if w.link {
+			stat = os.Lstat
+		}
+		if name == "..data/" {
+			path += "/."
+		}
+		fi, err := stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gid := fi.Sys().(*syscall.Stat_t).Gid; gid != uint32(group) {
+			t.Errorf("%s: gid %d, want %d", name, gid, group)
+		}
+		if !w.link && fi.Mode() != w.mode {
+			t.Errorf("%s: mode %v, want %v", name, fi.Mode(), w.mode)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "secret"))
+	if err != nil || string(data) != "s" {
+		t.Errorf("secret reads %q, %v", data, err)
+	}
+
+	// A writable volume (emptyDir): group read and write.
+	empty := t.TempDir()
+	if err := os.Chmod(empty, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(empty, "made"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := setVolumeOwnership(empty, group, false); err != nil {
+		t.Fatal(err)
+	}
+	for name, mode := range map[string]os.FileMode{".": os.ModeDir | os.ModeSetgid | 0o777, "made": 0o664} {
+		fi, err := os.Stat(filepath.Join(empty, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gid := fi.Sys().(*syscall.Stat_t).Gid; gid != uint32(group) || fi.Mode() != mode {
+			t.Errorf("emptyDir %s: mode %v gid %d, want %v %d", name, fi.Mode(), gid, mode, group)
 		}
 	}
 }

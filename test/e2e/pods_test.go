@@ -90,6 +90,7 @@ func TestPods(t *testing.T) {
 			{"grace-period", e.testGracePeriod},
 			{"network", e.testNetwork},
 			{"service-account-token", e.testServiceAccountToken},
+			{"fsgroup-volumes", e.testFSGroupVolumes},
 			{"journey-command", e.testJourneyCommand},
 			{"images-import", e.testImagesImport},
 			{"dashboard", e.testDashboard},
