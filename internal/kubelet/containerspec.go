@@ -164,7 +164,7 @@ func (k *Kubelet) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 		return nil, err
 	}
 	cfg.Mounts = mounts
-	linux, err := k.linuxConfig(ctx, pod, c, imageRef)
+	linux, err := k.linuxConfig(ctx, pod, c, imageRef, s.TargetID)
 	if err != nil {
 		return nil, err
 	}

@@ -375,6 +375,12 @@ func findContainer(pod *corev1.Pod, name string) (*corev1.Container, bool) {
 			return &pod.Spec.Containers[i], false
 		}
 	}
+	for i := range pod.Spec.EphemeralContainers {
+		if ec := &pod.Spec.EphemeralContainers[i]; ec.Name == name {
+			// The fields a container has, as the kubelet runs them.
+			return (*corev1.Container)(&ec.EphemeralContainerCommon), false
+		}
+	}
 	return nil, false
 }
 

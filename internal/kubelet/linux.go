@@ -21,7 +21,7 @@ const (
 
 // linuxConfig turns resources and the security context into the CRI's
 // Linux container config.
-func (k *Kubelet) linuxConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, imageRef string) (*runtimeapi.LinuxContainerConfig, error) {
+func (k *Kubelet) linuxConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, imageRef, targetID string) (*runtimeapi.LinuxContainerConfig, error) {
 	res := &runtimeapi.LinuxContainerResources{}
 	cpuReq, cpuLim := c.Resources.Requests.Cpu(), c.Resources.Limits.Cpu()
 	milli := cpuReq.MilliValue()
@@ -39,6 +39,12 @@ func (k *Kubelet) linuxConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 	res.OomScoreAdj = k.oomScoreAdj(pod, c)
 
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	if targetID != "" {
+		// An ephemeral container's targetContainerName: it sees that
+		// container's processes.
+		sc.NamespaceOptions.Pid = runtimeapi.NamespaceMode_TARGET
+		sc.NamespaceOptions.TargetId = targetID
+	}
 	psc := pod.Spec.SecurityContext
 	if psc == nil {
 		psc = &corev1.PodSecurityContext{}

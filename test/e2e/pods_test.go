@@ -91,6 +91,7 @@ func TestPods(t *testing.T) {
 			{"network", e.testNetwork},
 			{"service-account-token", e.testServiceAccountToken},
 			{"fsgroup-volumes", e.testFSGroupVolumes},
+			{"debug-container", e.testDebugContainer},
 			{"journey-command", e.testJourneyCommand},
 			{"images-import", e.testImagesImport},
 			{"dashboard", e.testDashboard},

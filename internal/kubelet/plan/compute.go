@@ -79,6 +79,11 @@ func Compute(in Input) Plan {
 	}
 	p.SandboxID = sandboxID
 
+	// Ephemeral containers (kubectl debug) start once each, in the running
+	// sandbox, even before initialization is done, and are never
+	// restarted; they keep no pod running.
+	ephemeral := ephemeralStarts(pod, rt, sandboxID)
+
 	// Init containers, in order, within the current sandbox.
 	initDone, initFailed := p.initContainers(in, sandboxID)
 	if initFailed {
@@ -86,6 +91,7 @@ func Compute(in Input) Plan {
 		return p
 	}
 	if !initDone {
+		p.Start = append(p.Start, ephemeral...)
 		return p
 	}
 
@@ -147,8 +153,30 @@ func Compute(in Input) Plan {
 		// Every container is done for good: stop what is left (Kill keeps
 		// the messages of the containers killed for a reason).
 		p.KillPod = len(rt.Running()) > 0 || readySandbox(rt) != nil
+		return p
 	}
+	p.Start = append(p.Start, ephemeral...)
 	return p
+}
+
+// ephemeralStarts are the pod's ephemeral containers that have never had a
+// container (in any sandbox: one that ran is not run again).
+func ephemeralStarts(pod *corev1.Pod, rt *Runtime, sandboxID string) []Start {
+	var out []Start
+	for i := range pod.Spec.EphemeralContainers {
+		ec := &pod.Spec.EphemeralContainers[i]
+		if rt.Latest(ec.Name) != nil {
+			continue
+		}
+		s := Start{Name: ec.Name}
+		if ec.TargetContainerName != "" {
+			if target := rt.LatestIn(sandboxID, ec.TargetContainerName); target != nil {
+				s.TargetID = target.ID
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // initContainers plans the next step of initialization in a sandbox.

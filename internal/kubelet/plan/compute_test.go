@@ -2,6 +2,7 @@ package plan
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,19 @@ func newPod(policy corev1.RestartPolicy, inits []string, names ...string) *corev
 func sidecar(pod *corev1.Pod, i int) *corev1.Pod {
 	always := corev1.ContainerRestartPolicyAlways
 	pod.Spec.InitContainers[i].RestartPolicy = &always
+	return pod
+}
+
+// withEphemeral adds ephemeral containers (kubectl debug) to pod; a
+// name of the form "name>target" targets that container.
+func withEphemeral(pod *corev1.Pod, names ...string) *corev1.Pod {
+	for _, n := range names {
+		ec := corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: n, Image: "busybox"}}
+		if name, target, ok := strings.Cut(n, ">"); ok {
+			ec.Name, ec.TargetContainerName = name, target
+		}
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, ec)
+	}
 	return pod
 }
 
@@ -60,6 +74,37 @@ func TestCompute(t *testing.T) {
 			name: "new pod: sandbox and every container",
 			pod:  newPod(corev1.RestartPolicyAlways, nil, "a", "b"),
 			want: Plan{CreateSandbox: true, Start: []Start{{Name: "a"}, {Name: "b"}}},
+		},
+		{
+			name: "ephemeral container added to a running pod: started, with its target's process namespace",
+			pod:  withEphemeral(newPod(corev1.RestartPolicyAlways, nil, "a"), "debugger>a", "shell"),
+			rt:   Runtime{Sandboxes: []Sandbox{ready("s1")}, Containers: []Container{running("c1", "a", 0)}},
+			want: Plan{SandboxID: "s1", Start: []Start{{Name: "debugger", TargetID: "c1"}, {Name: "shell"}}},
+		},
+		{
+			name: "ephemeral container that ran and exited: not run again",
+			pod:  withEphemeral(newPod(corev1.RestartPolicyAlways, nil, "a"), "debugger"),
+			rt: Runtime{Sandboxes: []Sandbox{ready("s1")}, Containers: []Container{running("c1", "a", 0),
+				exited("c2", "debugger", 0, 0, now.Add(-time.Second))}},
+			want: Plan{SandboxID: "s1"},
+		},
+		{
+			name: "ephemeral container while init containers run: started",
+			pod:  withEphemeral(newPod(corev1.RestartPolicyAlways, []string{"i1"}, "a"), "debugger"),
+			rt:   Runtime{Sandboxes: []Sandbox{ready("s1")}, Containers: []Container{running("c1", "i1", 0)}},
+			want: Plan{SandboxID: "s1", Start: []Start{{Name: "debugger"}}},
+		},
+		{
+			name: "ephemeral container running when every container is done: the pod is stopped",
+			pod:  withEphemeral(newPod(corev1.RestartPolicyNever, nil, "a"), "debugger"),
+			rt: Runtime{Sandboxes: []Sandbox{ready("s1")}, Containers: []Container{exited("c1", "a", 0, 0, now.Add(-time.Second)),
+				running("c2", "debugger", 0)}},
+			want: Plan{SandboxID: "s1", KillPod: true},
+		},
+		{
+			name: "new sandbox: no ephemeral container",
+			pod:  withEphemeral(newPod(corev1.RestartPolicyAlways, nil, "a"), "debugger"),
+			want: Plan{CreateSandbox: true, Start: []Start{{Name: "a"}}},
 		},
 		{
 			name: "new pod with init containers: sandbox and the first init container only",

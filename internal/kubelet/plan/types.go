@@ -151,6 +151,9 @@ type Start struct {
 	Name         string
 	Init         bool
 	RestartCount int32
+	// TargetID is the runtime container whose process namespace an
+	// ephemeral container with a targetContainerName joins.
+	TargetID string
 }
 
 // Wait is a container that must be started but is still backing off.

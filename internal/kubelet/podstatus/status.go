@@ -109,6 +109,7 @@ func Generate(in Input) corev1.PodStatus {
 	hasInit := len(pod.Spec.InitContainers) > 0
 	st.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, hasInit, true)
 	st.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, hasInit, false)
+	st.EphemeralContainerStatuses = ephemeralStatuses(in)
 
 	st.Phase = phase(pod, st.InitContainerStatuses, st.ContainerStatuses, in.Terminal)
 	if in.Reason != "" {
@@ -119,6 +120,25 @@ func Generate(in Input) corev1.PodStatus {
 	}
 	st.Conditions = conditions(in, &st, sandbox)
 	return st
+}
+
+// ephemeralStatuses are the statuses of the pod's ephemeral containers:
+// as a container's, never ready and with no started flag, which only
+// probes (that ephemeral containers cannot have) would set.
+func ephemeralStatuses(in Input) []corev1.ContainerStatus {
+	ecs := in.Pod.Spec.EphemeralContainers
+	if len(ecs) == 0 {
+		return nil
+	}
+	specs := make([]corev1.Container, len(ecs))
+	for i := range ecs {
+		specs[i] = corev1.Container(ecs[i].EphemeralContainerCommon)
+	}
+	out := containerStatuses(in, specs, false, false)
+	for i := range out {
+		out[i].Ready, out[i].Started = false, nil
+	}
+	return out
 }
 
 func containerStatuses(in Input, specs []corev1.Container, hasInit, init bool) []corev1.ContainerStatus {

@@ -265,3 +265,30 @@ func TestGenerateObservedGeneration(t *testing.T) {
 		t.Errorf("PodScheduled observedGeneration %d, want the scheduler's 1", got)
 	}
 }
+
+// TestGenerateEphemeral: an ephemeral container's status is reported apart
+// from the containers', never ready, and leaves the pod's phase and
+// readiness alone.
+func TestGenerateEphemeral(t *testing.T) {
+	pod := newPod(corev1.RestartPolicyAlways, nil, "app")
+	for _, n := range []string{"debugger", "later"} {
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers,
+			corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: n, Image: "busybox"}})
+	}
+	st := Generate(Input{Pod: pod, Now: t0, RuntimeName: "containerd",
+		Runtime: plan.Runtime{Sandboxes: []plan.Sandbox{sandbox}, Containers: []plan.Container{
+			c("c1", "app", plan.Running, 0, 0), c("c2", "debugger", plan.Running, 0, 0)}}})
+	if len(st.EphemeralContainerStatuses) != 2 || len(st.ContainerStatuses) != 1 {
+		t.Fatalf("statuses: %d ephemeral, %d containers", len(st.EphemeralContainerStatuses), len(st.ContainerStatuses))
+	}
+	debugger, later := st.EphemeralContainerStatuses[0], st.EphemeralContainerStatuses[1]
+	if debugger.Name != "debugger" || debugger.State.Running == nil || debugger.Ready || debugger.Started != nil || debugger.ContainerID != "containerd://c2" {
+		t.Errorf("running ephemeral container: %+v", debugger)
+	}
+	if later.Name != "later" || later.State.Waiting == nil || later.State.Waiting.Reason != ContainerCreating {
+		t.Errorf("ephemeral container not yet made: %+v", later)
+	}
+	if st.Phase != corev1.PodRunning || cond(st, corev1.PodReady).Status != corev1.ConditionTrue {
+		t.Errorf("phase %s, Ready %s; want Running and True", st.Phase, cond(st, corev1.PodReady).Status)
+	}
+}
