@@ -92,6 +92,7 @@ func TestPods(t *testing.T) {
 			{"service-account-token", e.testServiceAccountToken},
 			{"fsgroup-volumes", e.testFSGroupVolumes},
 			{"debug-container", e.testDebugContainer},
+			{"env-from", e.testEnvFrom},
 			{"journey-command", e.testJourneyCommand},
 			{"images-import", e.testImagesImport},
 			{"dashboard", e.testDashboard},
