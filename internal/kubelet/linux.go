@@ -19,9 +19,11 @@ const (
 	minQuota      = 1000
 )
 
-// linuxConfig turns resources and the security context into the CRI's
-// Linux container config.
-func (k *Kubelet) linuxConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, imageRef, targetID string) (*runtimeapi.LinuxContainerConfig, error) {
+// containerResources are the cgroup settings of a container's resources
+// (CPU shares and CFS quota, memory limit) and its OOM score, as the
+// kubelet computes them: what a container is created with, and what an
+// in-place resize updates it to.
+func (k *Kubelet) containerResources(pod *corev1.Pod, c *corev1.Container) *runtimeapi.LinuxContainerResources {
 	res := &runtimeapi.LinuxContainerResources{}
 	cpuReq, cpuLim := c.Resources.Requests.Cpu(), c.Resources.Limits.Cpu()
 	milli := cpuReq.MilliValue()
@@ -37,7 +39,13 @@ func (k *Kubelet) linuxConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 		res.MemoryLimitInBytes = mem.Value()
 	}
 	res.OomScoreAdj = k.oomScoreAdj(pod, c)
+	return res
+}
 
+// linuxConfig turns resources and the security context into the CRI's
+// Linux container config.
+func (k *Kubelet) linuxConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, imageRef, targetID string) (*runtimeapi.LinuxContainerConfig, error) {
+	res := k.containerResources(pod, c)
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
 	if targetID != "" {
 		// An ephemeral container's targetContainerName: it sees that

@@ -66,8 +66,12 @@ func (k *Kubelet) syncPod(ctx context.Context, w *podWorker) (time.Duration, boo
 			return 2 * time.Second, false
 		}
 	}
+	var resizeRestart map[string]bool
+	if !terminating {
+		resizeRestart = k.resizeInPlace(ctx, w, pod, rt)
+	}
 	p := plan.Compute(plan.Input{Pod: pod, Runtime: rt, Now: now, ProbeFailures: k.probes.failures(pod.UID),
-		BackOff: w.backOff, Terminating: terminating})
+		BackOff: w.backOff, Terminating: terminating, ResizeRestart: resizeRestart})
 	if !p.Empty() || len(p.Wait) > 0 {
 		if p.CreateSandbox && !terminating {
 			// As the kubelet does, report the pod before the runtime work
@@ -217,6 +221,7 @@ func (k *Kubelet) startContainer(ctx context.Context, w *podWorker, pod *corev1.
 	if err != nil {
 		return fail("CreateContainerError", err.Error())
 	}
+	w.applied[id] = cfg.GetLinux().GetResources()
 	k.event(pod, s.Name, corev1.EventTypeNormal, "Created", "Created container: "+s.Name)
 	if err := k.runtime.StartContainer(ctx, id); err != nil {
 		return fail("RunContainerError", err.Error())

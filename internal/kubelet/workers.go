@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"log/slog"
 	"sync"
 	"time"
@@ -33,6 +34,9 @@ type podWorker struct {
 	admitted        bool // the admission has decided on the pod
 	// reported is what the pod's journey last recorded of its status.
 	reported reportedStatus
+	// applied are the cgroup settings each running container (by ID) was
+	// created with or last updated to (resize.go).
+	applied map[string]*runtimeapi.LinuxContainerResources
 }
 
 func (w *podWorker) poke() {
@@ -59,7 +63,7 @@ func (k *Kubelet) dispatch(ctx context.Context, pod *corev1.Pod, removed bool) {
 			return
 		}
 		w = &podWorker{uid: pod.UID, wake: make(chan struct{}, 1), done: make(chan struct{}),
-			waiting: map[string]podstatus.Waiting{}, backOff: map[string]plan.BackOff{}, pod: pod}
+			waiting: map[string]podstatus.Waiting{}, backOff: map[string]plan.BackOff{}, applied: map[string]*runtimeapi.LinuxContainerResources{}, pod: pod}
 		k.workers[pod.UID] = w
 		k.mu.Unlock()
 		if k.podCerts != nil {

@@ -93,6 +93,7 @@ func TestPods(t *testing.T) {
 			{"fsgroup-volumes", e.testFSGroupVolumes},
 			{"debug-container", e.testDebugContainer},
 			{"env-from", e.testEnvFrom},
+			{"resize-in-place", e.testResizeInPlace},
 			{"journey-command", e.testJourneyCommand},
 			{"images-import", e.testImagesImport},
 			{"dashboard", e.testDashboard},

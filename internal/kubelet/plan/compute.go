@@ -21,6 +21,9 @@ type Input struct {
 	// deadline, evicted): every container and the sandbox are killed and
 	// nothing is started.
 	Terminating bool
+	// ResizeRestart names the running containers whose resources were
+	// resized in a way their resizePolicy says needs a restart.
+	ResizeRestart map[string]bool
 }
 
 // PodRef formats a pod as the kubelet does in messages: name_namespace(uid).
@@ -120,6 +123,8 @@ func Compute(in Input) Plan {
 			msg, probe = fmt.Sprintf("Container %s failed liveness probe", c.Name), "liveness"
 		case in.ProbeFailures[latest.ID] == "startup":
 			msg, probe = fmt.Sprintf("Container %s failed startup probe", c.Name), "startup"
+		case in.ResizeRestart[c.Name]:
+			msg = fmt.Sprintf("Container %s resize requires restart", c.Name)
 		default:
 			keep++
 			continue

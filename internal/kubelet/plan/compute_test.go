@@ -68,12 +68,21 @@ func TestCompute(t *testing.T) {
 		probes  map[string]string
 		backOff map[string]BackOff
 		term    bool
+		resize  map[string]bool
 		want    Plan
 	}{
 		{
 			name: "new pod: sandbox and every container",
 			pod:  newPod(corev1.RestartPolicyAlways, nil, "a", "b"),
 			want: Plan{CreateSandbox: true, Start: []Start{{Name: "a"}, {Name: "b"}}},
+		},
+		{
+			name:   "resize that needs a restart: the container is killed and started again",
+			pod:    newPod(corev1.RestartPolicyAlways, nil, "a", "b"),
+			rt:     Runtime{Sandboxes: []Sandbox{ready("s1")}, Containers: []Container{running("c1", "a", 0), running("c2", "b", 0)}},
+			resize: map[string]bool{"a": true},
+			want: Plan{SandboxID: "s1", Start: []Start{{Name: "a", RestartCount: 1}},
+				Kill: []Kill{{ID: "c1", Name: "a", Message: "Container a resize requires restart, will be restarted"}}},
 		},
 		{
 			name: "ephemeral container added to a running pod: started, with its target's process namespace",
@@ -281,7 +290,7 @@ func TestCompute(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.rt.Sort()
-			got := Compute(Input{Pod: tt.pod, Runtime: tt.rt, Now: now, ProbeFailures: tt.probes, BackOff: tt.backOff, Terminating: tt.term})
+			got := Compute(Input{Pod: tt.pod, Runtime: tt.rt, Now: now, ProbeFailures: tt.probes, BackOff: tt.backOff, Terminating: tt.term, ResizeRestart: tt.resize})
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Compute() =\n  %+v\nwant\n  %+v", got, tt.want)
 			}

@@ -137,6 +137,7 @@ func ephemeralStatuses(in Input) []corev1.ContainerStatus {
 	out := containerStatuses(in, specs, false, false)
 	for i := range out {
 		out[i].Ready, out[i].Started = false, nil
+		out[i].AllocatedResources, out[i].Resources = nil, nil
 	}
 	return out
 }
@@ -172,6 +173,16 @@ func containerStatuses(in Input, specs []corev1.Container, hasInit, init bool) [
 		}
 		cs.ContainerID = in.RuntimeName + "://" + latest.ID
 		cs.ImageID = latest.ImageRef
+		// The resources the container was given (every resize of the
+		// spec is applied in place or by a restart, and none is refused
+		// on this node): allocated requests, and requests and limits.
+		cs.AllocatedResources = spec.Resources.Requests.DeepCopy()
+		if latest.State == plan.Running {
+			cs.Resources = &corev1.ResourceRequirements{
+				Requests: spec.Resources.Requests.DeepCopy(),
+				Limits:   spec.Resources.Limits.DeepCopy(),
+			}
+		}
 		if latest.RuntimeImage != "" {
 			cs.Image = latest.RuntimeImage
 		}
