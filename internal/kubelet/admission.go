@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
+	apihelper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration"
@@ -44,12 +45,57 @@ func (a *admission) admit(pod *corev1.Pod, node *corev1.Node) (ok bool, reason, 
 		}
 		info := framework.NewNodeInfo(others...)
 		info.SetNode(node)
-		if reason, message := rejection(pod, info); reason != "" {
+		if reason, message := rejection(withoutUnknownExtendedResources(pod, node), info); reason != "" {
 			return false, reason, message
 		}
 	}
 	a.admitted[pod.UID] = pod
 	return true, "", ""
+}
+
+// withoutUnknownExtendedResources is pod without the requests of extended
+// resources that node's allocatable does not list, as upstream's kubelet
+// admits pods (removeMissingExtendedResources): the scheduler placed the
+// pod against the node's resources as the API server holds them, which
+// may name resources (patched in by others) the kubelet does not manage.
+func withoutUnknownExtendedResources(pod *corev1.Pod, node *corev1.Node) *corev1.Pod {
+	unknown := func(reqs corev1.ResourceList) bool {
+		for name := range reqs {
+			if apihelper.IsExtendedResourceName(name) {
+				if _, ok := node.Status.Allocatable[name]; !ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	filter := func(cs []corev1.Container) {
+		for i := range cs {
+			if !unknown(cs[i].Resources.Requests) {
+				continue
+			}
+			reqs := corev1.ResourceList{}
+			for name, q := range cs[i].Resources.Requests {
+				if _, ok := node.Status.Allocatable[name]; ok || !apihelper.IsExtendedResourceName(name) {
+					reqs[name] = q
+				}
+			}
+			cs[i].Resources.Requests = reqs
+		}
+	}
+	found := false
+	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			found = found || unknown(cs[i].Resources.Requests)
+		}
+	}
+	if !found {
+		return pod
+	}
+	pod = pod.DeepCopy()
+	filter(pod.Spec.Containers)
+	filter(pod.Spec.InitContainers)
+	return pod
 }
 
 // finished takes a pod out of the admitted ones (it ended, failed or left).

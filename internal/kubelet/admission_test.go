@@ -54,6 +54,16 @@ func TestAdmission(t *testing.T) {
 			n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoExecute}}
 			return n
 		}(), wantReason: "TaintToleration", wantMessage: "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate"},
+		{name: "extended resource the node does not list: left to the scheduler", pod: pod("p", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"example.com/foo": resource.MustParse("2"), corev1.ResourceCPU: resource.MustParse("1")}
+		})},
+		{name: "extended resource the node lists: checked", pod: pod("p", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"example.com/foo": resource.MustParse("2")}
+		}), node: func() *corev1.Node {
+			n := node.DeepCopy()
+			n.Status.Allocatable["example.com/foo"] = resource.MustParse("1")
+			return n
+		}(), wantReason: "OutOfexample.com/foo", wantMessage: "Node didn't have enough resource: example.com/foo, requested: 2, used: 0, capacity: 1"},
 		{name: "node not known yet", admitted: []*corev1.Pod{pod("a", hostPort)}, pod: pod("p", hostPort), node: &corev1.Node{}},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
@@ -78,5 +79,35 @@ func TestCrashLoopBackOffGrows(t *testing.T) {
 	}
 	if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount < 3 {
 		t.Errorf("status: %+v", p.Status.ContainerStatuses)
+	}
+}
+
+// TestNodeStatusKeepsExtendedResources: an extended resource others put
+// in the node's capacity (a device plugin, or a PATCH as conformance
+// tests do) survives the kubelet's status update, allocatable as its
+// capacity, while the machine's own resources are the kubelet's.
+func TestNodeStatusKeepsExtendedResources(t *testing.T) {
+	rt := fakeruntime.New(fakeruntime.Options{})
+	k, err := New(Config{NodeName: "n1", Client: fake.NewClientset(), Runtime: rt, Images: rt, DataDir: t.TempDir(),
+		Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, ImageFsStat: rt.ImageFsStat, NodeIP: "192.0.2.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.hostIPs = []string{k.nodeIP()} // as Run sets it
+	old := corev1.NodeStatus{
+		Capacity:    corev1.ResourceList{"example.com/foo": resource.MustParse("5"), corev1.ResourceCPU: resource.MustParse("64")},
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")},
+	}
+	st := k.desiredNodeStatus(context.Background(), old)
+	for _, list := range []corev1.ResourceList{st.Capacity, st.Allocatable} {
+		if q := list["example.com/foo"]; q.String() != "5" {
+			t.Errorf("example.com/foo = %s in %v, want 5", q.String(), list)
+		}
+		if q := list[corev1.ResourceCPU]; q.String() != "2" {
+			t.Errorf("cpu = %s, want the machine's 2", q.String())
+		}
+	}
+	if _, ok := k.machine().Capacity()["example.com/foo"]; ok {
+		t.Error("the machine's own capacity was changed")
 	}
 }

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	apihelper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"log/slog"
 	"os"
 	"runtime"
@@ -142,6 +143,15 @@ func (k *Kubelet) desiredNodeStatus(ctx context.Context, old corev1.NodeStatus) 
 		Images:          old.Images,
 		VolumesInUse:    old.VolumesInUse,
 		VolumesAttached: old.VolumesAttached,
+	}
+	// Extended resources others advertise on the node (a device plugin's,
+	// or patched in as the conformance tests do) are kept, allocatable
+	// as their capacity, as upstream's machine info setter keeps them.
+	for name, q := range old.Capacity {
+		if _, known := st.Capacity[name]; !known && apihelper.IsExtendedResourceName(name) {
+			st.Capacity[name] = q.DeepCopy()
+			st.Allocatable[name] = q.DeepCopy()
+		}
 	}
 	rtErr := k.runtimeState(ctx)
 	k.mu.Lock()

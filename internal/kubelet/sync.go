@@ -51,7 +51,7 @@ func (k *Kubelet) syncPod(ctx context.Context, w *podWorker) (time.Duration, boo
 		k.event(pod, "", corev1.EventTypeWarning, "DeadlineExceeded", w.terminalMessage)
 	}
 	if !w.admitted {
-		k.admitPod(w, pod, rt)
+		k.admitPod(ctx, w, pod, rt)
 	}
 	finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if finished || w.terminalReason != "" {
@@ -370,7 +370,7 @@ func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 // already running, as after a kubelet restart, or finished, is taken as
 // admitted). A rejected pod fails with upstream's reason, "Pod was
 // rejected: " and the predicate's message, and a Warning event.
-func (k *Kubelet) admitPod(w *podWorker, pod *corev1.Pod, rt plan.Runtime) {
+func (k *Kubelet) admitPod(ctx context.Context, w *podWorker, pod *corev1.Pod, rt plan.Runtime) {
 	w.admitted = true
 	fresh := pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodPending &&
 		len(rt.Sandboxes) == 0 && len(rt.Containers) == 0
@@ -388,6 +388,15 @@ func (k *Kubelet) admitPod(w *podWorker, pod *corev1.Pod, rt plan.Runtime) {
 		return
 	}
 	ok, reason, message := k.admission.admit(pod, k.node.Load())
+	if !ok {
+		// The node as the kubelet last posted it may lag behind labels,
+		// taints or resources others changed since, which the scheduler
+		// placed the pod by: decide again on the node as it is now, as
+		// upstream's kubelet does for a node affinity that failed.
+		if node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{}); err == nil {
+			ok, reason, message = k.admission.admit(pod, node)
+		}
+	}
 	if ok {
 		return
 	}

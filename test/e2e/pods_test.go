@@ -94,6 +94,7 @@ func TestPods(t *testing.T) {
 			{"debug-container", e.testDebugContainer},
 			{"env-from", e.testEnvFrom},
 			{"resize-in-place", e.testResizeInPlace},
+			{"node-changes-admission", e.testNodeChangesAdmission},
 			{"journey-command", e.testJourneyCommand},
 			{"images-import", e.testImagesImport},
 			{"dashboard", e.testDashboard},
