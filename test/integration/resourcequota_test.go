@@ -189,14 +189,24 @@ func TestResourceQuota(t *testing.T) {
 	waitUsed("used to show the custom resource", usedTimeout, map[corev1.ResourceName]string{
 		corev1.ResourcePods: "2", corev1.ResourceRequestsCPU: "500m", "count/configmaps": "2", widgetCount: "0",
 	})
-	if _, err := widgets.Create(ctx, widget("w1", map[string]interface{}{"size": "small"}), metav1.CreateOptions{}); err != nil {
+	// The quota admission updates the quota's status on each create and,
+	// as upstream's, gives up with 409 after its retries if the quota
+	// controller's status writes keep winning (its informer lagging under
+	// load): a client tries again, as this one does.
+	createWidget := func(name string) error {
+		return retry.OnError(retry.DefaultBackoff, apierrors.IsConflict, func() error {
+			_, err := widgets.Create(ctx, widget(name, map[string]interface{}{"size": "small"}), metav1.CreateOptions{})
+			return err
+		})
+	}
+	if err := createWidget("w1"); err != nil {
 		t.Fatal(err)
 	}
 	waitUsed("used to count the custom resource", usedTimeout, map[corev1.ResourceName]string{
 		corev1.ResourcePods: "2", corev1.ResourceRequestsCPU: "500m", "count/configmaps": "2",
 		widgetCount: "1",
 	})
-	_, err = widgets.Create(ctx, widget("w2", map[string]interface{}{"size": "small"}), metav1.CreateOptions{})
+	err = createWidget("w2")
 	const wantWidget = `widgets.stable.example.com "w2" is forbidden: exceeded quota: q, requested: count/widgets.stable.example.com=1, used: count/widgets.stable.example.com=1, limited: count/widgets.stable.example.com=1`
 	if !apierrors.IsForbidden(err) || err.Error() != wantWidget {
 		t.Errorf("second widget: %v, want 403 %q", err, wantWidget)
