@@ -29,10 +29,7 @@ func (e *podsEnv) testDebugContainer(t *testing.T) {
 			Containers: []corev1.Container{{Name: "app", Image: e.image, Command: []string{"sleep", "3601"}}},
 		},
 	}
-	framework.WaitFor(t, 30*time.Second, "the pod to be admitted", func() (bool, error) {
-		_, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		return err == nil, err
-	})
+	e.createPod(ctx, t, ns, pod)
 	k.ok("wait", "-n", ns, "--for=condition=Ready", "pod/app", "--timeout=60s")
 
 	k.ok("debug", "-n", ns, "app", "-c", "debugger", "--image="+e.image, "--target=app", "--",

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,20 +47,10 @@ func (e *podsEnv) testEnvFrom(t *testing.T) {
 				}}},
 		},
 	}
-	framework.WaitFor(t, 30*time.Second, "the pod to be admitted", func() (bool, error) {
-		_, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		return err == nil, err
-	})
-	framework.WaitFor(t, runningTimeout, "the env pod to succeed", func() (bool, error) {
-		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, "env", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Status.Phase == corev1.PodFailed {
-			t.Fatalf("env pod failed: %+v", p.Status)
-		}
-		return p.Status.Phase == corev1.PodSucceeded, fmt.Errorf("phase %s", p.Status.Phase)
-	})
+	e.createPod(ctx, t, ns, pod)
+	if p := e.podEnded(ctx, t, ns, "env"); p.Status.Phase == corev1.PodFailed {
+		t.Fatalf("env pod failed: %+v", p.Status)
+	}
 	out := k.ok("logs", "-n", ns, "env")
 	for _, want := range []string{"data-1=value-1", "LEVEL=debug", "p-data-1=value-1", "p-LEVEL=debug", "pass.word=s3cret"} {
 		if !strings.Contains(out, "\n"+want+"\n") && !strings.HasPrefix(out, want+"\n") {

@@ -51,10 +51,7 @@ func (e *podsEnv) testNodeChangesAdmission(t *testing.T) {
 				}}},
 		},
 	}
-	framework.WaitFor(t, 30*time.Second, "the pod to be admitted", func() (bool, error) {
-		_, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		return err == nil, err
-	})
+	e.createPod(ctx, t, ns, pod)
 	framework.WaitFor(t, runningTimeout, "the pod to run", func() (bool, error) {
 		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, "needs", metav1.GetOptions{})
 		if err != nil {

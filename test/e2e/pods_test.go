@@ -119,6 +119,34 @@ func (e *podsEnv) namespace(t *testing.T, k kubectl, ns string) {
 	t.Cleanup(func() { e.deletePods(t, ns) })
 }
 
+// createPod creates pod in ns, retrying while the ServiceAccount admission
+// plugin refuses it: a new namespace's default ServiceAccount comes from a
+// controller, and until it exists kube-apiserver refuses pods too.
+func (e *podsEnv) createPod(ctx context.Context, t *testing.T, ns string, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	var created *corev1.Pod
+	framework.WaitFor(t, 30*time.Second, "the pod to be admitted", func() (bool, error) {
+		var err error
+		created, err = e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		return err == nil, err
+	})
+	return created
+}
+
+// podEnded waits until the pod has Succeeded or Failed and returns it.
+func (e *podsEnv) podEnded(ctx context.Context, t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	framework.WaitFor(t, runningTimeout, "pod "+name+" to end", func() (bool, error) {
+		var err error
+		if pod, err = e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed, fmt.Errorf("phase %s", pod.Status.Phase)
+	})
+	return pod
+}
+
 func (e *podsEnv) deletePods(t *testing.T, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*deleteTimeout)
 	defer cancel()

@@ -36,10 +36,7 @@ func (e *podsEnv) testResizeInPlace(t *testing.T) {
 			}},
 		},
 	}
-	framework.WaitFor(t, 30*time.Second, "the pod to be admitted", func() (bool, error) {
-		_, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		return err == nil, err
-	})
+	e.createPod(ctx, t, ns, pod)
 	k.ok("wait", "-n", ns, "--for=condition=Ready", "pod/app", "--timeout=60s")
 	cgroup := func() string {
 		return strings.Join(strings.Fields(k.ok("exec", "-n", ns, "app", "--", "cat",

@@ -43,22 +43,10 @@ func (e *podsEnv) testServiceAccountToken(t *testing.T) {
 	// The default ServiceAccount comes from a controller: until it exists
 	// the ServiceAccount admission plugin refuses pods, as on
 	// kube-apiserver, so a client retries.
-	var created *corev1.Pod
-	framework.WaitFor(t, 30*time.Second, "the pod to be admitted", func() (bool, error) {
-		var err error
-		created, err = e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		return err == nil, err
-	})
-	framework.WaitFor(t, runningTimeout, "the reader pod to succeed", func() (bool, error) {
-		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, "reader", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Status.Phase == corev1.PodFailed {
-			t.Fatalf("reader failed: %+v", p.Status)
-		}
-		return p.Status.Phase == corev1.PodSucceeded, fmt.Errorf("phase %s", p.Status.Phase)
-	})
+	created := e.createPod(ctx, t, ns, pod)
+	if p := e.podEnded(ctx, t, ns, "reader"); p.Status.Phase == corev1.PodFailed {
+		t.Fatalf("reader failed: %+v", p.Status)
+	}
 	raw, err := e.cs.CoreV1().Pods(ns).GetLogs("reader", &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
 		t.Fatalf("logs of reader: %v", err)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -52,21 +51,8 @@ echo made > /scratch/made; echo "== /scratch $(stat -c '%a %u %g' /scratch)"; ec
 			},
 		},
 	}
-	// The namespace's default ServiceAccount comes from a controller; until
-	// then the ServiceAccount admission plugin refuses pods.
-	framework.WaitFor(t, 30*time.Second, "the pod to be admitted", func() (bool, error) {
-		_, err := e.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		return err == nil, err
-	})
-	var status corev1.PodStatus
-	framework.WaitFor(t, runningTimeout, "the reader pod to end", func() (bool, error) {
-		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, "reader", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		status = p.Status
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, fmt.Errorf("phase %s", p.Status.Phase)
-	})
+	e.createPod(ctx, t, ns, pod)
+	status := e.podEnded(ctx, t, ns, "reader").Status
 	raw, err := e.cs.CoreV1().Pods(ns).GetLogs("reader", &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
 		t.Fatalf("logs of reader: %v", err)
