@@ -59,42 +59,27 @@ func (a *admission) admit(pod *corev1.Pod, node *corev1.Node) (ok bool, reason, 
 // pod against the node's resources as the API server holds them, which
 // may name resources (patched in by others) the kubelet does not manage.
 func withoutUnknownExtendedResources(pod *corev1.Pod, node *corev1.Node) *corev1.Pod {
-	unknown := func(reqs corev1.ResourceList) bool {
-		for name := range reqs {
-			if apihelper.IsExtendedResourceName(name) {
-				if _, ok := node.Status.Allocatable[name]; !ok {
-					return true
+	unknown := func(name corev1.ResourceName) bool {
+		_, listed := node.Status.Allocatable[name]
+		return !listed && apihelper.IsExtendedResourceName(name)
+	}
+	copied := false
+	for _, containers := range []func(*corev1.Pod) []corev1.Container{
+		func(p *corev1.Pod) []corev1.Container { return p.Spec.InitContainers },
+		func(p *corev1.Pod) []corev1.Container { return p.Spec.Containers },
+	} {
+		for i, c := range containers(pod) {
+			for name := range c.Resources.Requests {
+				if !unknown(name) {
+					continue
 				}
-			}
-		}
-		return false
-	}
-	filter := func(cs []corev1.Container) {
-		for i := range cs {
-			if !unknown(cs[i].Resources.Requests) {
-				continue
-			}
-			reqs := corev1.ResourceList{}
-			for name, q := range cs[i].Resources.Requests {
-				if _, ok := node.Status.Allocatable[name]; ok || !apihelper.IsExtendedResourceName(name) {
-					reqs[name] = q
+				if !copied {
+					pod, copied = pod.DeepCopy(), true
 				}
+				delete(containers(pod)[i].Resources.Requests, name)
 			}
-			cs[i].Resources.Requests = reqs
 		}
 	}
-	found := false
-	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range cs {
-			found = found || unknown(cs[i].Resources.Requests)
-		}
-	}
-	if !found {
-		return pod
-	}
-	pod = pod.DeepCopy()
-	filter(pod.Spec.Containers)
-	filter(pod.Spec.InitContainers)
 	return pod
 }
 
