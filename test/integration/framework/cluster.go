@@ -84,9 +84,13 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{DataDir: t.TempDir()}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
-	done := make(chan error, 1)
+	// done is closed once RunServer has returned, runErr what it returned:
+	// both the start below and the cleanup wait for it.
+	done := make(chan struct{})
+	var runErr error
 	go func() {
-		done <- app.RunServer(ctx, app.ServerConfig{
+		defer close(done)
+		runErr = app.RunServer(ctx, app.ServerConfig{
 			DataDir:                  c.DataDir,
 			BindAddress:              "127.0.0.1",
 			SecurePort:               0,
@@ -112,12 +116,13 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 			},
 		})
 	}()
+	startFailed := false // reported once, by the start
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("cluster stopped with: %v", err)
+		case <-done:
+			if runErr != nil && !errors.Is(runErr, context.Canceled) && !startFailed {
+				t.Errorf("cluster stopped with: %v", runErr)
 			}
 		case <-time.After(30 * time.Second):
 			t.Errorf("cluster did not stop within 30s; goroutines: %s", dumpGoroutines())
@@ -131,8 +136,9 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	})
 	select {
 	case <-ready:
-	case err := <-done:
-		t.Fatalf("cluster failed to start: %v", err)
+	case <-done:
+		startFailed = true
+		t.Fatalf("cluster failed to start: %v", runErr)
 	case <-time.After(60 * time.Second):
 		t.Fatalf("cluster did not become ready within 60s")
 	}
