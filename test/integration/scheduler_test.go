@@ -586,21 +586,21 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	}
 
 	var start time.Time
-	var createTime, cpu0 time.Duration
-	var faults0 int64
+	var createTime time.Duration
+	var use0 processUsage
 	var stopProfile func()
 	if precreate {
 		createTime = createAll()
 		b.StartTimer()
 		stopProfile = startProfile(b)
-		start, cpu0, faults0 = time.Now(), processCPU(b), processFaults(b)
+		start, use0 = time.Now(), usageNow(b)
 		startScheduler(b, c, nil)
 	} else {
 		s := startScheduler(b, c, nil)
 		schedPoll(b, 60*time.Second, "scheduler leading", func(context.Context) (bool, error) { return s.Leading(), nil })
 		b.StartTimer()
 		stopProfile = startProfile(b)
-		start, cpu0, faults0 = time.Now(), processCPU(b), processFaults(b)
+		start, use0 = time.Now(), usageNow(b)
 		createTime = createAll()
 	}
 	select {
@@ -609,8 +609,8 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 		b.Fatal("not every pod was bound within 20 minutes")
 	}
 	elapsed := time.Since(start)
-	cpuPerPod := (processCPU(b) - cpu0) / time.Duration(numPods)
-	faultsPerPod := float64(processFaults(b)-faults0) / float64(numPods)
+	use := usageNow(b).since(use0)
+	cpuPerPod := use.cpu / time.Duration(numPods)
 	b.StopTimer()
 	stopProfile()
 	// The whole process (API server, etcd, scheduler, clients) shares the
@@ -618,7 +618,11 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	b.ReportMetric(float64(cpuPerPod.Microseconds())/1000, "cpu-ms/pod")
 	// Page faults: each first touch of heap memory the process grows into
 	// (costly on virtual machines).
-	b.ReportMetric(faultsPerPod, "faults/pod")
+	b.ReportMetric(float64(use.faults)/float64(numPods), "faults/pod")
+	// The kernel's share, and how often a thread went to sleep: goroutines
+	// handing work to each other wake idle threads (futex calls).
+	b.ReportMetric(float64(use.sys.Microseconds())/1000/float64(numPods), "sys-ms/pod")
+	b.ReportMetric(float64(use.switches)/float64(numPods), "switches/pod")
 	b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-rss-MiB")
 
 	counts := make([]int, 0, numNodes)
@@ -647,15 +651,29 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 		numNodes, numPods, float64(numPods)/elapsed.Seconds(), float64(numPods)/createTime.Seconds(), lat[len(lat)/2], lat[len(lat)*99/100], cpuPerPod, counts[0], counts[len(counts)-1], rewatches)
 }
 
-// processFaults is the number of page faults the test process took so far
-// (minor ones: memory it touched for the first time, or again after giving
-// it back).
-func processFaults(b *testing.B) int64 {
+// processUsage is what the test process used so far.
+type processUsage struct {
+	cpu, sys time.Duration // user and system CPU time; system alone
+	faults   int64         // page faults, minor (memory touched for the first time, or again after giving it back) and major
+	switches int64         // voluntary context switches: a thread blocked
+}
+
+func usageNow(b *testing.B) processUsage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
 	}
-	return ru.Minflt + ru.Majflt
+	return processUsage{
+		cpu:      time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		sys:      time.Duration(ru.Stime.Nano()),
+		faults:   ru.Minflt + ru.Majflt,
+		switches: ru.Nvcsw,
+	}
+}
+
+// since is what was used between then and u.
+func (u processUsage) since(then processUsage) processUsage {
+	return processUsage{cpu: u.cpu - then.cpu, sys: u.sys - then.sys, faults: u.faults - then.faults, switches: u.switches - then.switches}
 }
 
 // peakRSS is the most resident memory the test process has had, in bytes.
@@ -669,11 +687,7 @@ func peakRSS(b *testing.B) int64 {
 
 // processCPU is the CPU time (user and system) the test process used so far.
 func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return usageNow(b).cpu
 }
 
 // startProfile writes a CPU profile of the measured part of a run to
