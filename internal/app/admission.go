@@ -120,7 +120,7 @@ func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.S
 	if err != nil {
 		return nil, fmt.Errorf("admission configuration: %w", err)
 	}
-	chain, err := plugins.NewFromPlugins(names, config, initializers, admission.Decorators{})
+	chain, err := plugins.NewFromPlugins(names, config, initializers, admission.Decorators{skipWhileUnconfigured(factory)})
 	if err != nil {
 		return nil, fmt.Errorf("admission plugins: %w", err)
 	}
