@@ -83,6 +83,47 @@ func withoutUnknownExtendedResources(pod *corev1.Pod, node *corev1.Node) *corev1
 	return pod
 }
 
+// allocated is the pod as admitted (its resources the node allotted it:
+// at admission, or at the last resize admitted), nil if it is not.
+func (a *admission) allocated(uid types.UID) *corev1.Pod {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.admitted[uid]
+}
+
+// resize decides on an admitted pod's resize (pods/resize changed its
+// containers' resources), as upstream's kubelet admits a resize: the
+// resized pod must fit the node beside the other admitted pods, with
+// their allocations. Admitted, the resized pod becomes the allocation; not
+// admitted, the message says which resource is short ("Node didn't have
+// enough resource: cpu, requested: ..., used: ..., capacity: ..."), and the
+// kubelet asks again later (Deferred). Only the resources are checked: the
+// rest of the pod was admitted already. A pod not admitted, or no node
+// known yet, is admitted as it is.
+func (a *admission) resize(pod *corev1.Pod, node *corev1.Node) (ok bool, message string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, admitted := a.admitted[pod.UID]; !admitted || node == nil {
+		return true, ""
+	}
+	others := make([]*corev1.Pod, 0, len(a.admitted))
+	for uid, p := range a.admitted {
+		if uid != pod.UID {
+			others = append(others, p)
+		}
+	}
+	info := framework.NewNodeInfo(others...)
+	info.SetNode(node)
+	for _, r := range scheduler.AdmissionCheck(withoutUnknownExtendedResources(pod, node), info, true) {
+		if ir := r.InsufficientResource; ir != nil {
+			return false, fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+				ir.ResourceName, ir.Requested, ir.Used, ir.Capacity)
+		}
+	}
+	a.admitted[pod.UID] = pod
+	return true, ""
+}
+
 // finished takes a pod out of the admitted ones (it ended, failed or left).
 func (a *admission) finished(uid types.UID) {
 	a.mu.Lock()

@@ -68,7 +68,13 @@ func (k *Kubelet) syncPod(ctx context.Context, w *podWorker) (time.Duration, boo
 	}
 	var resizeRestart map[string]bool
 	if !terminating {
-		resizeRestart = k.resizeInPlace(ctx, w, pod, rt)
+		// From here on the pod is the one the node runs: with the
+		// resources allocated to it, which a pending resize has not
+		// changed yet.
+		pod = k.allocate(w, pod)
+		var settled bool
+		resizeRestart, settled = k.resizeInPlace(ctx, w, pod, rt)
+		k.resizeDone(w, pod, settled)
 	}
 	p := plan.Compute(plan.Input{Pod: pod, Runtime: rt, Now: now, ProbeFailures: k.probes.failures(pod.UID),
 		BackOff: w.backOff, Terminating: terminating, ResizeRestart: resizeRestart})
@@ -122,6 +128,7 @@ func (k *Kubelet) report(ctx context.Context, w *podWorker, pod *corev1.Pod, rt 
 		Pod: pod, Runtime: rt, Now: k.clock.Now(), RuntimeName: k.runtimeName,
 		Waiting: w.waiting, Ready: ready, Started: started,
 		Terminal: terminal, Reason: w.terminalReason, Message: w.terminalMessage, HostIPs: k.hostIPs,
+		Resize: w.resizeConditions(),
 	})
 	k.status.set(ctx, pod, st)
 	k.recordStatus(w, pod, st)
@@ -383,7 +390,7 @@ func (k *Kubelet) admitPod(ctx context.Context, w *podWorker, pod *corev1.Pod, r
 	}
 	if !fresh {
 		if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-			k.admission.admit(pod, nil)
+			k.admission.admit(allocationFromStatus(pod), nil)
 		}
 		return
 	}

@@ -37,6 +37,10 @@ type podWorker struct {
 	// applied are the cgroup settings each running container (by ID) was
 	// created with or last updated to (resize.go).
 	applied map[string]*runtimeapi.LinuxContainerResources
+	// resizePending and resizeInProgress are the pod's resize conditions
+	// (PodResizePending, PodResizeInProgress), nil when not set
+	// (resize.go).
+	resizePending, resizeInProgress *corev1.PodCondition
 }
 
 func (w *podWorker) poke() {

@@ -93,4 +93,58 @@ func (e *podsEnv) testResizeInPlace(t *testing.T) {
 		got := cgroup()
 		return got == "30000 153 201326592", fmt.Errorf("cgroup %q", got)
 	})
+
+	// All the node's CPU while another pod holds some: the API server
+	// takes the resize (it asks no more than the node's allocatable), and
+	// the kubelet leaves it waiting, Deferred, as upstream's; the
+	// container keeps what it has.
+	filler := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "filler"},
+		Spec: corev1.PodSpec{NodeName: e.node, Containers: []corev1.Container{{Name: "filler", Image: e.image,
+			Command:   []string{"sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}},
+		}}},
+	}
+	e.createPod(ctx, t, ns, filler)
+	k.ok("wait", "-n", ns, "--for=condition=Ready", "pod/filler", "--timeout=60s")
+	node, err := e.cs.CoreV1().Nodes().Get(ctx, e.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := node.Status.Allocatable.Cpu()
+	k.ok("patch", "-n", ns, "pod", "app", "--subresource", "resize", "--patch",
+		fmt.Sprintf(`{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"%s"},"limits":{"cpu":"%s"}}}]}}`, all, all))
+	var pending corev1.PodCondition
+	framework.WaitFor(t, 60*time.Second, "the resize to be deferred", func() (bool, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, "app", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodResizePending {
+				pending = c
+				cs := p.Status.ContainerStatuses[0]
+				if cs.AllocatedResources.Cpu().String() != "150m" || cs.Resources.Limits.Cpu().String() != "300m" {
+					return false, fmt.Errorf("allocated %v, resources %v while deferred", cs.AllocatedResources, cs.Resources)
+				}
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("conditions %+v", p.Status.Conditions)
+	})
+	if pending.Status != corev1.ConditionTrue || pending.Reason != corev1.PodReasonDeferred ||
+		!strings.HasPrefix(pending.Message, fmt.Sprintf("Node didn't have enough resource: cpu, requested: %d, used: ", all.MilliValue())) {
+		t.Errorf("PodResizePending = %+v, want True, Deferred, the CPU that is short", pending)
+	}
+	if got, want := cgroup(), "30000 153 201326592"; got != want {
+		t.Errorf("cgroup while the resize is deferred: %q, want %q", got, want)
+	}
+	framework.WaitFor(t, 30*time.Second, "the ResizeDeferred event", func() (bool, error) {
+		out := k.ok("get", "events", "-n", ns, "--field-selector", "reason=ResizeDeferred", "-o", "jsonpath={.items[*].message}")
+		return strings.Contains(out, "Pod resize Deferred: ") && strings.Contains(out, pending.Message), fmt.Errorf("events %q", out)
+	})
+	// Back to what it has: nothing pending any more.
+	k.ok("patch", "-n", ns, "pod", "app", "--subresource", "resize", "--patch",
+		`{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}]}}`)
+	status("the resize taken back", "300m", "192Mi", 1)
 }

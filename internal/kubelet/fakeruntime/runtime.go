@@ -481,8 +481,17 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, resou
 		return err
 	}
 	defer r.mu.Unlock()
-	if _, ok := r.containers[id]; !ok {
+	c, ok := r.containers[id]
+	if !ok {
 		return notFound("container", id)
+	}
+	// As containerd, the container's configuration now says what it runs
+	// with (ContainerConfig shows it).
+	if lin := resources.GetLinux(); lin != nil {
+		if c.config.Linux == nil {
+			c.config.Linux = &runtimeapi.LinuxContainerConfig{}
+		}
+		c.config.Linux.Resources = proto.Clone(lin).(*runtimeapi.LinuxContainerResources)
 	}
 	return nil
 }
@@ -608,8 +617,9 @@ func (r *Runtime) SandboxIP(id string) net.IP {
 	return nil
 }
 
-// ContainerConfig returns the config a container was created with, for
-// tests; nil when there is no such container.
+// ContainerConfig returns the config a container was created with (its
+// resources as last updated), for tests; nil when there is no such
+// container.
 func (r *Runtime) ContainerConfig(id string) *runtimeapi.ContainerConfig {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -51,6 +51,9 @@ type Input struct {
 	// (DeadlineExceeded, Evicted).
 	Reason, Message string
 	HostIPs         []string
+	// Resize are the pod's resize conditions (PodResizePending,
+	// PodResizeInProgress) while they last.
+	Resize []corev1.PodCondition
 }
 
 // Generate returns the pod's status.
@@ -173,9 +176,9 @@ func containerStatuses(in Input, specs []corev1.Container, hasInit, init bool) [
 		}
 		cs.ContainerID = in.RuntimeName + "://" + latest.ID
 		cs.ImageID = latest.ImageRef
-		// The resources the container was given (every resize of the
-		// spec is applied in place or by a restart, and none is refused
-		// on this node): allocated requests, and requests and limits.
+		// The resources the container was given (Pod is the pod as the
+		// node runs it, a resize not admitted yet left out): allocated
+		// requests, and requests and limits.
 		cs.AllocatedResources = spec.Resources.Requests.DeepCopy()
 		if latest.State == plan.Running {
 			cs.Resources = &corev1.ResourceRequirements{
@@ -337,6 +340,7 @@ func phase(pod *corev1.Pod, inits, containers []corev1.ContainerStatus, terminal
 // kubeletConditions are the condition types the kubelet owns.
 var kubeletConditions = []corev1.PodConditionType{
 	corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady,
+	corev1.PodResizePending, corev1.PodResizeInProgress,
 }
 
 func conditions(in Input, st *corev1.PodStatus, sandbox *plan.Sandbox) []corev1.PodCondition {
@@ -439,6 +443,9 @@ func conditions(in Input, st *corev1.PodStatus, sandbox *plan.Sandbox) []corev1.
 	}
 	add(corev1.PodReady, ready, rReason, rMsg)
 	add(corev1.ContainersReady, crReady, crReason, crMsg)
+	if !done {
+		out = append(out, in.Resize...)
+	}
 
 	// Conditions owned by others (PodScheduled, DisruptionTarget, gates)
 	// are kept; a pod on a node is scheduled even when it was created

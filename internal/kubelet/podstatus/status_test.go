@@ -292,3 +292,28 @@ func TestGenerateEphemeral(t *testing.T) {
 		t.Errorf("phase %s, Ready %s; want Running and True", st.Phase, cond(st, corev1.PodReady).Status)
 	}
 }
+
+// TestGenerateResizeConditions: the resize conditions the kubelet holds
+// are reported while they last and dropped once it no longer holds them;
+// a finished pod reports none.
+func TestGenerateResizeConditions(t *testing.T) {
+	pod := newPod(corev1.RestartPolicyAlways, nil, "a")
+	rt := plan.Runtime{Sandboxes: []plan.Sandbox{sandbox}, Containers: []plan.Container{c("c1", "a", plan.Running, 0, 0)}}
+	pending := corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred,
+		Message: "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000"}
+	st := Generate(Input{Pod: pod, Runtime: rt, Now: t0.Add(time.Minute), Resize: []corev1.PodCondition{pending}})
+	if got := cond(st, corev1.PodResizePending); got.Reason != corev1.PodReasonDeferred || got.Message != pending.Message {
+		t.Errorf("PodResizePending = %+v, want the kubelet's", got)
+	}
+	pod.Status = st
+	st = Generate(Input{Pod: pod, Runtime: rt, Now: t0.Add(2 * time.Minute)})
+	if got := cond(st, corev1.PodResizePending); got.Type != "" {
+		t.Errorf("PodResizePending kept after the kubelet dropped it: %+v", got)
+	}
+	done := plan.Runtime{Sandboxes: []plan.Sandbox{sandbox}, Containers: []plan.Container{c("c1", "a", plan.Exited, 0, 0)}}
+	neverPod := newPod(corev1.RestartPolicyNever, nil, "a")
+	st = Generate(Input{Pod: neverPod, Runtime: done, Now: t0.Add(time.Minute), Resize: []corev1.PodCondition{pending}})
+	if st.Phase != corev1.PodSucceeded || cond(st, corev1.PodResizePending).Type != "" {
+		t.Errorf("finished pod: phase %s, PodResizePending %+v; want Succeeded and none", st.Phase, cond(st, corev1.PodResizePending))
+	}
+}
