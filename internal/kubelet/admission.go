@@ -37,20 +37,26 @@ func (a *admission) admit(pod *corev1.Pod, node *corev1.Node) (ok bool, reason, 
 		a.admitted = map[types.UID]*corev1.Pod{}
 	}
 	if node != nil {
-		others := make([]*corev1.Pod, 0, len(a.admitted))
-		for uid, p := range a.admitted {
-			if uid != pod.UID {
-				others = append(others, p)
-			}
-		}
-		info := framework.NewNodeInfo(others...)
-		info.SetNode(node)
-		if reason, message := rejection(withoutUnknownExtendedResources(pod, node), info); reason != "" {
+		if reason, message := rejection(withoutUnknownExtendedResources(pod, node), a.nodeInfo(node, pod.UID)); reason != "" {
 			return false, reason, message
 		}
 	}
 	a.admitted[pod.UID] = pod
 	return true, "", ""
+}
+
+// nodeInfo is node with the admitted pods but the one of uid, as the
+// scheduler's framework sees a node. Called with mu held.
+func (a *admission) nodeInfo(node *corev1.Node, uid types.UID) *framework.NodeInfo {
+	others := make([]*corev1.Pod, 0, len(a.admitted))
+	for u, p := range a.admitted {
+		if u != uid {
+			others = append(others, p)
+		}
+	}
+	info := framework.NewNodeInfo(others...)
+	info.SetNode(node)
+	return info
 }
 
 // withoutUnknownExtendedResources is pod without the requests of extended
@@ -106,15 +112,7 @@ func (a *admission) resize(pod *corev1.Pod, node *corev1.Node) (ok bool, message
 	if _, admitted := a.admitted[pod.UID]; !admitted || node == nil {
 		return true, ""
 	}
-	others := make([]*corev1.Pod, 0, len(a.admitted))
-	for uid, p := range a.admitted {
-		if uid != pod.UID {
-			others = append(others, p)
-		}
-	}
-	info := framework.NewNodeInfo(others...)
-	info.SetNode(node)
-	for _, r := range scheduler.AdmissionCheck(withoutUnknownExtendedResources(pod, node), info, true) {
+	for _, r := range scheduler.AdmissionCheck(withoutUnknownExtendedResources(pod, node), a.nodeInfo(node, pod.UID), true) {
 		if ir := r.InsufficientResource; ir != nil {
 			return false, fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
 				ir.ResourceName, ir.Requested, ir.Used, ir.Capacity)

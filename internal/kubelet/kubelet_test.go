@@ -27,19 +27,10 @@ func TestCrashLoopBackOffGrows(t *testing.T) {
 			Name: "app", Image: "busybox:1.36", ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sh", "-c", "exit 1"}}}},
 	}
 	cs := fake.NewClientset(pod)
-	k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(), Clock: clk,
+	ctx := context.Background()
+	runKubelet(t, Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(), Clock: clk,
 		Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, RelistPeriod: time.Second, HousekeepingPeriod: 24 * time.Hour,
 		ImageFsStat: rt.ImageFsStat})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- k.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
 
 	// Dead containers are collected as the test goes: remember each one.
 	created := map[string]int64{}
@@ -110,4 +101,21 @@ func TestNodeStatusKeepsExtendedResources(t *testing.T) {
 	if _, ok := k.machine().Capacity()["example.com/foo"]; ok {
 		t.Error("the machine's own capacity was changed")
 	}
+}
+
+// runKubelet runs a kubelet of cfg until the test ends.
+func runKubelet(t *testing.T, cfg Config) *Kubelet {
+	t.Helper()
+	k, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return k
 }

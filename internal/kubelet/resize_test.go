@@ -36,19 +36,10 @@ func TestResizeDeferred(t *testing.T) {
 	rt.LoadImage("busybox:1.36", 100)
 	other, web := cpuPod("other", "1"), cpuPod("web", "500m")
 	cs := fake.NewClientset(other, web)
-	k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(),
+	k := runKubelet(t, Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(),
 		Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, RelistPeriod: 100 * time.Millisecond,
 		HousekeepingPeriod: 24 * time.Hour, ImageFsStat: rt.ImageFsStat})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- k.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	ctx := context.Background()
 	pods := cs.CoreV1().Pods("default")
 	var last *corev1.Pod
 	waitFor := func(what string, cond func(p *corev1.Pod) bool) {
@@ -137,7 +128,7 @@ func TestResizeDeferred(t *testing.T) {
 	}
 
 	reasons := map[string]string{}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
