@@ -122,11 +122,14 @@ func (a *admission) resize(pod *corev1.Pod, node *corev1.Node) (ok bool, message
 	return true, ""
 }
 
-// finished takes a pod out of the admitted ones (it ended, failed or left).
-func (a *admission) finished(uid types.UID) {
+// finished takes a pod out of the admitted ones (it ended, failed or
+// left), and reports whether it was one: its resources are free now.
+func (a *admission) finished(uid types.UID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	_, admitted := a.admitted[uid]
 	delete(a.admitted, uid)
+	return admitted
 }
 
 // rejection is upstream's first failed predicate as a reason and message

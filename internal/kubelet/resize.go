@@ -48,6 +48,19 @@ func (k *Kubelet) allocate(w *podWorker, pod *corev1.Pod) *corev1.Pod {
 	return pod
 }
 
+// retryPendingResizes has every pod with a resize waiting for room sync
+// now: a pod left the node, and its resources are free (as upstream's
+// kubelet retries pending resizes when a pod is removed).
+func (k *Kubelet) retryPendingResizes() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, w := range k.workers {
+		if w.pendingResize.Load() {
+			w.poke()
+		}
+	}
+}
+
 // resizeDone ends a resize in progress once every running container has
 // the resources allocated to it (settled, from resizeInPlace), with a
 // ResizeCompleted event, as upstream's kubelet.

@@ -38,7 +38,8 @@ func TestResizeDeferred(t *testing.T) {
 	cs := fake.NewClientset(other, web)
 	k := runKubelet(t, Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(),
 		Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, RelistPeriod: 100 * time.Millisecond,
-		HousekeepingPeriod: 24 * time.Hour, ImageFsStat: rt.ImageFsStat})
+		// No periodic sync: a deferred resize is retried when a pod leaves.
+		ResyncPeriod: time.Hour, HousekeepingPeriod: 24 * time.Hour, ImageFsStat: rt.ImageFsStat})
 	ctx := context.Background()
 	pods := cs.CoreV1().Pods("default")
 	var last *corev1.Pod
@@ -127,27 +128,68 @@ func TestResizeDeferred(t *testing.T) {
 		t.Errorf("the container restarted: %+v", last.Status.ContainerStatuses[0])
 	}
 
-	reasons := map[string]string{}
+	// Deferred again, until the other pod leaves the node.
+	resize("1500m", 4)
+	waitFor("reported the second resize pending", func(p *corev1.Pod) bool {
+		c := condition(p, corev1.PodResizePending)
+		return c != nil && c.ObservedGeneration == 4
+	})
+	// Let the syncs the status write itself set off settle, so that only
+	// the other pod's leaving can wake this one (no periodic sync).
+	time.Sleep(time.Second)
+	if err := pods.Delete(ctx, "other", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("took the resize once the other pod left", func(p *corev1.Pod) bool {
+		return allocatedCPU(p) == "1500m" && condition(p, corev1.PodResizePending) == nil
+	})
+	if got := shares(); got != 1536 {
+		t.Errorf("cpu shares %d after the other pod left, want 1536", got)
+	}
+
+	// Every event of the pod, by reason.
+	messages := map[string][]string{}
+	has := func(reason string, parts ...string) bool {
+		for _, m := range messages[reason] {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(m, p)
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
+	}
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
+		messages = map[string][]string{}
 		for _, e := range events.Items {
 			if e.InvolvedObject.Name == "web" {
-				reasons[e.Reason] = e.Message
+				messages[e.Reason] = append(messages[e.Reason], e.Message)
 			}
 		}
-		return reasons["ResizeDeferred"] != "" && reasons["ResizeStarted"] != "" && reasons["ResizeCompleted"] != "", nil
+		return has("ResizeCompleted", `"cpu":"1500m"`), nil
 	})
 	if err != nil {
-		t.Fatalf("events %v, want ResizeDeferred, ResizeStarted and ResizeCompleted", reasons)
+		t.Fatalf("events %v, want the last resize completed", messages)
 	}
-	if m := reasons["ResizeDeferred"]; !strings.HasPrefix(m, "Pod resize Deferred: ") || !strings.Contains(m, `"generation":2`) || !strings.Contains(m, wantMessage) {
-		t.Errorf("ResizeDeferred message %q", m)
-	}
-	if m := reasons["ResizeCompleted"]; !strings.HasPrefix(m, "Pod resize completed: ") || !strings.Contains(m, `"cpu":"800m"`) {
-		t.Errorf("ResizeCompleted message %q", m)
+	for _, want := range []struct {
+		reason string
+		parts  []string
+	}{
+		{"ResizeDeferred", []string{"Pod resize Deferred: ", `"generation":2`, wantMessage}},
+		{"ResizeDeferred", []string{"Pod resize Deferred: ", `"generation":4`}},
+		{"ResizeStarted", []string{"Pod resize started: ", `"cpu":"800m"`, `"generation":3`}},
+		{"ResizeCompleted", []string{"Pod resize completed: ", `"cpu":"800m"`}},
+		{"ResizeStarted", []string{"Pod resize started: ", `"cpu":"1500m"`, `"generation":4`}},
+	} {
+		if !has(want.reason, want.parts...) {
+			t.Errorf("no %s event with %q among %q", want.reason, want.parts, messages[want.reason])
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,9 @@ type podWorker struct {
 	// (PodResizePending, PodResizeInProgress), nil when not set
 	// (resize.go).
 	resizePending, resizeInProgress *corev1.PodCondition
+	// pendingResize is resizePending != nil, for other workers to read
+	// (retryPendingResizes).
+	pendingResize atomic.Bool
 }
 
 func (w *podWorker) poke() {
@@ -141,7 +145,9 @@ func (k *Kubelet) runWorker(ctx context.Context, w *podWorker) {
 			if pod, _ := w.snapshot(); pod != nil && k.podCerts != nil {
 				k.podCerts.ForgetPod(ctx, pod)
 			}
-			k.admission.finished(w.uid)
+			if k.admission.finished(w.uid) {
+				k.retryPendingResizes()
+			}
 			k.probes.removePod(w.uid)
 			k.status.forget(w.uid)
 			slog.Debug("pod worker finished", "uid", w.uid)
