@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	kubeletevents "k8s.io/kubernetes/pkg/kubelet/events"
@@ -29,7 +30,7 @@ import (
 func (k *Kubelet) allocate(w *podWorker, pod *corev1.Pod) *corev1.Pod {
 	allocated := k.admission.allocated(pod.UID)
 	if allocated == nil || sameResources(pod, allocated) {
-		w.resizePending = nil
+		w.setResizePending(nil)
 		return pod
 	}
 	now := k.clock.Now()
@@ -38,14 +39,30 @@ func (k *Kubelet) allocate(w *podWorker, pod *corev1.Pod) *corev1.Pod {
 			k.event(pod, "", corev1.EventTypeWarning, kubeletevents.ResizeDeferred,
 				kubeletevents.PodResizePendingMsg(klog.Background(), pod, corev1.PodReasonDeferred, message, pod.Generation))
 		}
-		w.resizePending = resizeCondition(corev1.PodResizePending, w.resizePending, corev1.PodReasonDeferred, message, pod.Generation, now)
+		w.setResizePending(resizeCondition(corev1.PodResizePending, w.resizePending, corev1.PodReasonDeferred, message, pod.Generation, now))
 		return withResources(pod, allocated)
 	}
-	w.resizePending = nil
+	w.setResizePending(nil)
 	w.resizeInProgress = resizeCondition(corev1.PodResizeInProgress, nil, "", "", pod.Generation, now)
 	k.event(pod, "", corev1.EventTypeNormal, kubeletevents.ResizeStarted,
 		kubeletevents.PodResizeStartedMsg(klog.Background(), pod, pod.Generation))
 	return pod
+}
+
+// setResizePending sets the pod's PodResizePending condition (nil: none)
+// and what other workers read of it (pendingResize).
+func (w *podWorker) setResizePending(c *corev1.PodCondition) {
+	w.resizePending = c
+	w.pendingResize.Store(c != nil)
+}
+
+// releaseAdmission gives back what a pod that ended or left held on the
+// node, the first time it is called for it, and retries the resizes that
+// waited for room.
+func (k *Kubelet) releaseAdmission(uid types.UID) {
+	if k.admission.finished(uid) {
+		k.retryPendingResizes()
+	}
 }
 
 // retryPendingResizes has every pod with a resize waiting for room sync

@@ -54,8 +54,8 @@ func (k *Kubelet) syncPod(ctx context.Context, w *podWorker) (time.Duration, boo
 		k.admitPod(ctx, w, pod, rt)
 	}
 	finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-	if (finished || w.terminalReason != "") && k.admission.finished(pod.UID) {
-		k.retryPendingResizes()
+	if finished || w.terminalReason != "" {
+		k.releaseAdmission(pod.UID)
 	}
 	terminating := pod.DeletionTimestamp != nil || w.terminalReason != "" || finished
 
@@ -72,7 +72,6 @@ func (k *Kubelet) syncPod(ctx context.Context, w *podWorker) (time.Duration, boo
 		// resources allocated to it, which a pending resize has not
 		// changed yet.
 		pod = k.allocate(w, pod)
-		w.pendingResize.Store(w.resizePending != nil)
 		var settled bool
 		resizeRestart, settled = k.resizeInPlace(ctx, w, pod, rt)
 		k.resizeDone(w, pod, settled)

@@ -43,7 +43,7 @@ type podWorker struct {
 	// (resize.go).
 	resizePending, resizeInProgress *corev1.PodCondition
 	// pendingResize is resizePending != nil, for other workers to read
-	// (retryPendingResizes).
+	// (retryPendingResizes); both set by setResizePending.
 	pendingResize atomic.Bool
 }
 
@@ -145,9 +145,7 @@ func (k *Kubelet) runWorker(ctx context.Context, w *podWorker) {
 			if pod, _ := w.snapshot(); pod != nil && k.podCerts != nil {
 				k.podCerts.ForgetPod(ctx, pod)
 			}
-			if k.admission.finished(w.uid) {
-				k.retryPendingResizes()
-			}
+			k.releaseAdmission(w.uid)
 			k.probes.removePod(w.uid)
 			k.status.forget(w.uid)
 			slog.Debug("pod worker finished", "uid", w.uid)
