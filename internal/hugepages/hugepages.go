@@ -51,6 +51,15 @@ type Config struct {
 	// until Run collapses them. Once nothing has grown for a second, the
 	// check slows to IdleInterval (default 50ms).
 	Interval, IdleInterval time.Duration
+	// From is how much memory the runtime must have mapped
+	// (/memory/classes/total:bytes) before Run advises anything (default
+	// 0: from the start). A small heap gains little from huge pages and
+	// holds its free space in whole 2 MiB blocks; once the memory reaches
+	// From, every mapping is advised, and from then on each new one. The
+	// blocks in use by then keep their small pages (collapsing them all at
+	// once costs more than it saves); the kernel's khugepaged may collapse
+	// them later.
+	From uint64
 	// ModePath and MapsPath default to the kernel's files; tests point them
 	// elsewhere.
 	ModePath string
@@ -99,6 +108,7 @@ func Run(ctx context.Context, cfg Config) error {
 	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
 	var mapped uint64
 	var grew time.Time
+	armed := cfg.From == 0
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -109,11 +119,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		metrics.Read(sample)
 		if now := sample[0].Value.Uint64(); now != mapped {
-			raw, err := os.ReadFile(cfg.MapsPath)
-			if err != nil {
-				return fmt.Errorf("read %s: %w", cfg.MapsPath, err)
+			if armed || now >= cfg.From {
+				raw, err := os.ReadFile(cfg.MapsPath)
+				if err != nil {
+					return fmt.Errorf("read %s: %w", cfg.MapsPath, err)
+				}
+				a.scan(raw, armed)
+				armed = true
 			}
-			a.scan(raw)
 			mapped, grew = now, time.Now()
 		}
 		if time.Since(grew) < time.Second {
@@ -141,11 +154,12 @@ func newAdvisor(cfg Config) *advisor {
 }
 
 // scan advises the mappings in raw (/proc/self/maps content) that the
-// previous scan did not see, and collapses their blocks not seen before.
+// previous scan did not see, and collapses their blocks not seen before
+// when collapse is set (otherwise it only notes them).
 // Mappings advised earlier that have merged with their neighbours show up as
 // new ranges; advising them again is a no-op for the kernel, and their blocks
 // are known.
-func (a *advisor) scan(raw []byte) {
+func (a *advisor) scan(raw []byte, collapse bool) {
 	ranges := make(map[Mapping]bool, len(a.ranges))
 	blocks := make(map[uintptr]bool, len(a.blocks))
 	for _, m := range AnonymousMappings(raw) {
@@ -155,7 +169,7 @@ func (a *advisor) scan(raw []byte) {
 		}
 		for b := alignUp(m.Start); b+BlockSize <= m.End; b += BlockSize {
 			blocks[b] = true
-			if !a.blocks[b] {
+			if collapse && !a.blocks[b] {
 				// Fails for a block nothing has touched yet, which is
 				// fine: its first touch now takes a huge page.
 				_ = a.cfg.Madvise(b, b+BlockSize, AdviseCollapse)

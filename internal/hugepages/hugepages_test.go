@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
@@ -189,10 +190,26 @@ func TestAdvisorScan(t *testing.T) {
 		},
 	}
 	for _, s := range steps {
-		adv.scan(s.maps)
+		adv.scan(s.maps, true)
 		if got := rec.take(); !reflect.DeepEqual(got, s.want) {
 			t.Errorf("%s: madvise calls\n got %x\nwant %x", s.name, got, s.want)
 		}
+	}
+}
+
+// A scan without collapse advises the mappings and notes their blocks, so
+// that later scans collapse only blocks that are new.
+func TestAdvisorScanWithoutCollapse(t *testing.T) {
+	const a = 0xc000000000
+	rec := &recorder{}
+	adv := newAdvisor(Config{Madvise: rec.madvise})
+	adv.scan([]byte(mapsLine(a, a+4*mb, "rw-p", "0", "")+"\n"), false)
+	if got, want := rec.take(), []call{{a, a + 4*mb, AdviseHugePages}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("first scan: madvise calls\n got %x\nwant %x", got, want)
+	}
+	adv.scan([]byte(mapsLine(a, a+6*mb, "rw-p", "0", "")+"\n"), true)
+	if got, want := rec.take(), []call{{a, a + 6*mb, AdviseHugePages}, {a + 4*mb, a + 6*mb, AdviseCollapse}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("grown mapping: madvise calls\n got %x\nwant %x", got, want)
 	}
 }
 
@@ -202,7 +219,7 @@ func TestAdvisorScanRefused(t *testing.T) {
 	adv := newAdvisor(Config{Madvise: rec.madvise})
 	adv.cfg.defaults()
 	adv.cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	adv.scan([]byte(mapsLine(0xc000000000, 0xc000400000, "rw-p", "0", "") + "\n" + mapsLine(0xc100000000, 0xc100400000, "rw-p", "0", "") + "\n"))
+	adv.scan([]byte(mapsLine(0xc000000000, 0xc000400000, "rw-p", "0", "")+"\n"+mapsLine(0xc100000000, 0xc100400000, "rw-p", "0", "")+"\n"), true)
 	if n := strings.Count(logs.String(), "kernel refused huge pages"); n != 1 {
 		t.Errorf("refusals logged %d times, want once:\n%s", n, logs.String())
 	}
@@ -276,6 +293,43 @@ func TestRunAdvisesTheHeap(t *testing.T) {
 	}
 	if !advised {
 		t.Errorf("the mapping of heap address %#x was not advised", addr)
+	}
+}
+
+// TestRunFrom: with From above what the runtime has mapped, nothing is
+// advised; once the heap grows past it, the mapping of the new memory is.
+func TestRunFrom(t *testing.T) {
+	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	metrics.Read(sample)
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{ModePath: writeMode(t, "always [madvise] never"), Madvise: rec.madvise, From: sample[0].Value.Uint64() + 64*mb})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	sink = make([]byte, 4*mb)
+	time.Sleep(200 * time.Millisecond)
+	if calls := rec.take(); len(calls) != 0 {
+		t.Fatalf("below From: %d madvise calls, want none", len(calls))
+	}
+	sink = make([]byte, 128*mb)
+	addr := uintptr(unsafe.Pointer(&sink[0]))
+	deadline := time.Now().Add(10 * time.Second)
+	var advised bool
+	for !advised && time.Now().Before(deadline) {
+		for _, c := range rec.take() {
+			advised = advised || (c.Advice == AdviseHugePages && c.Start <= addr && addr < c.End)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !advised {
+		t.Errorf("past From: the mapping of heap address %#x was not advised", addr)
 	}
 }
 
