@@ -470,10 +470,12 @@ func runThroughput(b *testing.B, numNodes, numPods int, precreate bool) {
 	// SKIFF_HUGE_PAGES=false runs the server as `skiff server
 	// --huge-pages=false`, for comparisons.
 	c := framework.NewCluster(b, framework.Options{
-		DisableScheduler:        true,
-		NoHugePages:             os.Getenv("SKIFF_HUGE_PAGES") == "false",
-		DisableAdmissionPlugins: benchAdmissionOff("ServiceAccount", "TaintNodesByCondition", "Priority"),
-		Controllers:             benchControllers(),
+		DisableScheduler: true,
+		NoHugePages:      os.Getenv("SKIFF_HUGE_PAGES") == "false",
+		// SKIFF_BENCH_APF=off: without API Priority and Fairness.
+		DisablePriorityAndFairness: os.Getenv("SKIFF_BENCH_APF") == "off",
+		DisableAdmissionPlugins:    benchAdmissionOff("ServiceAccount", "TaintNodesByCondition", "Priority"),
+		Controllers:                benchControllers(),
 	})
 	ctx := context.Background()
 	const parallel = 64

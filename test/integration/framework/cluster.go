@@ -60,6 +60,9 @@ type Options struct {
 	// ClusterDNS serves cluster DNS (CoreDNS, at the node's IP on a free
 	// port, and the kube-dns Service); off by default.
 	ClusterDNS bool
+	// DisablePriorityAndFairness runs the server as kube-apiserver with
+	// --enable-priority-and-fairness=false (benchmarks, to split costs).
+	DisablePriorityAndFairness bool
 }
 
 // Cluster is a running in-process control plane.
@@ -91,22 +94,23 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	go func() {
 		defer close(done)
 		runErr = app.RunServer(ctx, app.ServerConfig{
-			DataDir:                  c.DataDir,
-			BindAddress:              "127.0.0.1",
-			SecurePort:               0,
-			DisableAgent:             true,
-			DNS:                      app.ClusterDNSConfig{Disable: !opts.ClusterDNS},
-			DisableScheduler:         opts.DisableScheduler,
-			LogLevel:                 "error",
-			UnsafeNoFsync:            !opts.Fsync,
-			CompactInterval:          opts.CompactInterval,
-			NoHugePages:              opts.NoHugePages,
-			EtcdServers:              opts.EtcdServers,
-			EtcdTLS:                  opts.EtcdTLS,
-			EncryptionProviderConfig: opts.EncryptionProviderConfig,
-			DisableAdmissionPlugins:  opts.DisableAdmissionPlugins,
-			Audit:                    opts.Audit,
-			Authentication:           app.AuthenticationConfig{ConfigFile: opts.AuthenticationConfig},
+			DataDir:                    c.DataDir,
+			BindAddress:                "127.0.0.1",
+			SecurePort:                 0,
+			DisableAgent:               true,
+			DNS:                        app.ClusterDNSConfig{Disable: !opts.ClusterDNS},
+			DisableScheduler:           opts.DisableScheduler,
+			LogLevel:                   "error",
+			UnsafeNoFsync:              !opts.Fsync,
+			CompactInterval:            opts.CompactInterval,
+			NoHugePages:                opts.NoHugePages,
+			EtcdServers:                opts.EtcdServers,
+			EtcdTLS:                    opts.EtcdTLS,
+			EncryptionProviderConfig:   opts.EncryptionProviderConfig,
+			DisableAdmissionPlugins:    opts.DisableAdmissionPlugins,
+			Audit:                      opts.Audit,
+			Authentication:             app.AuthenticationConfig{ConfigFile: opts.AuthenticationConfig},
+			DisablePriorityAndFairness: opts.DisablePriorityAndFairness,
 			ControllerManager: app.ControllerManagerConfig{
 				Controllers: opts.Controllers, NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 			},
