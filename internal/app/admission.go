@@ -15,10 +15,12 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	clientopenapi "k8s.io/client-go/openapi"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -81,20 +83,25 @@ type admissionChain struct {
 
 // newAdmissionChain builds the chain; its webhooks of Services are found
 // by services.
-func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.SharedInformerFactory, authz authorizer.Authorizer, services webhook.ServiceResolver, enable, disable []string) (*admissionChain, error) {
+func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.SharedInformerFactory, authz authorizer.Authorizer, services webhook.ServiceResolver, openAPI openAPIOfServer, enable, disable []string) (*admissionChain, error) {
 	names, err := admissionPlugins(enable, disable)
 	if err != nil {
 		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(rc)
+	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
+	}
+	var client kubernetes.Interface = cs
+	if openAPI.local != nil {
+		v3 := serverOpenAPIV3{openAPIOfServer: openAPI, http: cs.Discovery().OpenAPIV3()}
+		client = openAPIClientset{Interface: cs, discovery: openAPIDiscovery{DiscoveryInterfaces: cs.Discovery(), v3: v3}}
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
 	plugins := admission.NewPlugins()
 	genericapiserver.RegisterAllAdmissionPlugins(plugins)
 	kubeoptions.RegisterAllAdmissionPlugins(plugins)
@@ -153,4 +160,45 @@ func webhookServiceResolver(factory informers.SharedInformerFactory, self string
 		return nil, fmt.Errorf("webhook service resolver: the server's URL %q: %w", self, err)
 	}
 	return aggregatorapiserver.NewLoopbackServiceResolver(resolver, host), nil
+}
+
+// openAPIClientset is the admission plugins' clientset, its discovery's
+// OpenAPI v3 client replaced (openAPIDiscovery).
+type openAPIClientset struct {
+	kubernetes.Interface
+	discovery openAPIDiscovery
+}
+
+func (c openAPIClientset) Discovery() discovery.DiscoveryInterfaces { return c.discovery }
+
+type openAPIDiscovery struct {
+	discovery.DiscoveryInterfaces
+	v3 clientopenapi.Client
+}
+
+func (d openAPIDiscovery) OpenAPIV3() clientopenapi.Client { return d.v3 }
+
+// serverOpenAPIV3 is the OpenAPI v3 client of the admission plugins
+// (MutatingAdmissionPolicy's type converter lists its index every five
+// seconds): the server's own documents read in memory
+// (openapi.Service.LocalV3), while no APIService of a Service serves any
+// group version; the whole index over HTTP, the aggregated servers'
+// documents with it, otherwise.
+type serverOpenAPIV3 struct {
+	openAPIOfServer
+	http clientopenapi.Client
+}
+
+// openAPIOfServer are the server's own /openapi/v3 documents in memory,
+// and whether any APIService of a Service serves a group version.
+type openAPIOfServer struct {
+	local    clientopenapi.Client
+	proxying func() bool
+}
+
+func (s serverOpenAPIV3) Paths() (map[string]clientopenapi.GroupVersion, error) {
+	if s.proxying() {
+		return s.http.Paths()
+	}
+	return s.local.Paths()
 }

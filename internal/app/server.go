@@ -494,7 +494,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			}
 		}))...)
 	api.AddHealthChecks(true, healthz.NewInformerSyncHealthz(apiInformers))
-	admit, err := newAdmissionChain(ctx, loopback, apiInformers, authz, services, cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins)
+	admit, err := newAdmissionChain(ctx, loopback, apiInformers, authz, services, openAPIOfServer{local: openAPI.LocalV3(), proxying: aggregated.Proxying}, cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins)
 	if err != nil {
 		return err
 	}

@@ -131,6 +131,10 @@ func (a *Aggregator) OpenAPI() http.Handler {
 	return a.openAPI
 }
 
+// Proxying reports whether an APIService of a Service serves any group
+// version.
+func (a *Aggregator) Proxying() bool { return a.count.Load() > 0 }
+
 // Proxy returns the handler of gv's requests, or nil when no APIService of
 // a Service serves gv. The handler takes the caller from the request's
 // context (genericapirequest.WithUser).

@@ -74,6 +74,8 @@ type Service struct {
 	// groupVersions are the keys of the /openapi/v3 index ("api/v1"),
 	// each with what identifies its document's content.
 	groupVersions map[string]string
+	// local are the same documents for LocalV3, by key.
+	local map[string]localDocument
 }
 
 // New prepares the /openapi/v2 document and one /openapi/v3 document per
@@ -93,6 +95,7 @@ func New(resources Resources) (*Service, error) {
 		q:             q,
 		v3:            handler3.NewOpenAPIService(),
 		groupVersions: map[string]string{},
+		local:         map[string]localDocument{},
 	}
 	s.v2Service = handler.NewOpenAPIServiceLazy(cached.Static(&spec.Swagger{}, "empty"))
 	// The v2 handler registers itself on a mux; give it one of its own.
@@ -283,11 +286,16 @@ func (s *Service) sync() error {
 			continue
 		}
 		s.groupVersions[key] = content
-		s.v3.UpdateGroupVersionLazy(key, v3Document(gv, s.typed.v3[gv], gvSources, etag))
+		typed := s.typed.v3[gv]
+		s.local[key] = localDocument{version: etag, build: func() cached.Value[*spec3.OpenAPI] {
+			return v3Document(gv, typed, gvSources, etag)
+		}}
+		s.v3.UpdateGroupVersionLazy(key, v3Document(gv, typed, gvSources, etag))
 	}
 	for key := range s.groupVersions {
 		if !seen[key] {
 			delete(s.groupVersions, key)
+			delete(s.local, key)
 			s.v3.DeleteGroupVersion(key)
 		}
 	}

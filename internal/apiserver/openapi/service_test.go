@@ -630,3 +630,77 @@ func TestV3DefinitionsDropped(t *testing.T) {
 		t.Errorf("name of the pod's definition = %q", n)
 	}
 }
+
+// LocalV3 lists the documents of the HTTP index, each read in memory as the
+// same JSON the HTTP API serves, and a document's version changes when it
+// is replaced, only then.
+func TestLocalV3(t *testing.T) {
+	catalog := catalogOf(testResources(t)...)
+	s, err := New(catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(V3Path, s)
+	mux.Handle(V3Path+"/", s)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	paths, err := s.LocalV3().Paths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(t, srv.URL+V3Path, "")
+	var index handler3.OpenAPIV3Discovery
+	if err := json.Unmarshal(body, &index); err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != len(index.Paths) {
+		t.Errorf("LocalV3 lists %d documents, the index %d", len(paths), len(index.Paths))
+	}
+	for key, entry := range index.Paths {
+		local, ok := paths[key]
+		if !ok {
+			t.Errorf("LocalV3: %s missing", key)
+			continue
+		}
+		inMemory, err := local.Schema("application/json")
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		_, served := get(t, srv.URL+entry.ServerRelativeURL, "application/json")
+		if !bytes.Equal(inMemory, served) {
+			t.Errorf("%s: in memory %d bytes, served %d bytes, not the same", key, len(inMemory), len(served))
+		}
+		if _, err := local.Schema("application/com.github.proto-openapi.spec.v3@v1.0+protobuf"); err == nil {
+			t.Errorf("%s: protobuf asked, no error", key)
+		}
+	}
+
+	// Unchanged, the same versions; a new resource in v1 replaces its
+	// document (and, as a typed resource, every typed document).
+	same, err := s.LocalV3().Paths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, before := range paths {
+		if before.ServerRelativeURL() != same[key].ServerRelativeURL() {
+			t.Errorf("%s: version %q became %q with nothing changed", key, before.ServerRelativeURL(), same[key].ServerRelativeURL())
+		}
+	}
+	catalog.Add(builtintest.Find(t, "v1/configmaps"))
+	again, err := s.LocalV3().Paths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paths["api/v1"].ServerRelativeURL() == again["api/v1"].ServerRelativeURL() {
+		t.Error("api/v1: version unchanged after its document was replaced")
+	}
+	doc, err := again["api/v1"].Schema("application/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, []byte("io.k8s.api.core.v1.ConfigMap")) {
+		t.Error("the replaced document lacks the new resource's kind")
+	}
+}
