@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/kubelet/envvars"
 	"k8s.io/kubernetes/third_party/forked/golang/expansion"
@@ -53,10 +52,10 @@ func (k *Kubelet) envFor(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 				}
 				return nil, fmt.Errorf("configmap %q not found", from.ConfigMapRef.Name)
 			}
+			// Every key, as upstream's kubelet: a ConfigMap's keys are
+			// valid variable names under the relaxed rules.
 			for _, key := range sortedKeys(cm.Data) {
-				if name := from.Prefix + key; len(validation.IsEnvVarName(name)) == 0 {
-					set(name, cm.Data[key])
-				}
+				set(from.Prefix+key, cm.Data[key])
 			}
 		case from.SecretRef != nil:
 			optional := from.SecretRef.Optional != nil && *from.SecretRef.Optional
@@ -68,9 +67,7 @@ func (k *Kubelet) envFor(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 				return nil, fmt.Errorf("secret %q not found", from.SecretRef.Name)
 			}
 			for _, key := range sortedKeys(s.Data) {
-				if name := from.Prefix + key; len(validation.IsEnvVarName(name)) == 0 {
-					set(name, string(s.Data[key]))
-				}
+				set(from.Prefix+key, string(s.Data[key]))
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -138,5 +139,36 @@ func TestPodFieldIPs(t *testing.T) {
 				t.Errorf("podField(%s) = %q, %v; want %q", tt.path, got, err, tt.want)
 			}
 		})
+	}
+}
+
+// envFrom takes every key of the ConfigMap and Secret, prefixed, as
+// upstream's kubelet does: keys such as "1st" or "data-1" that the strict
+// C-identifier rule would refuse included.
+func TestEnvFromKeys(t *testing.T) {
+	k := kubeletWithServices(t, true)
+	k.client = fake.NewClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "cm"}, Data: map[string]string{"data-1": "value-1", "1st": "one", "A.B": "ab"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "s"}, Data: map[string][]byte{"token": []byte("t")}},
+	)
+	no := false
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "p"}, Spec: corev1.PodSpec{EnableServiceLinks: &no, Containers: []corev1.Container{{Name: "c",
+		EnvFrom: []corev1.EnvFromSource{
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}},
+			{Prefix: "p-", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}},
+			{Prefix: "S_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}},
+		}}}}}
+	env, err := k.envFor(context.Background(), pod, &pod.Spec.Containers[0], "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range env {
+		got[e.Name] = e.Value
+	}
+	for name, want := range map[string]string{"data-1": "value-1", "1st": "one", "A.B": "ab", "p-data-1": "value-1", "p-1st": "one", "S_token": "t"} {
+		if got[name] != want {
+			t.Errorf("%s=%q, want %q", name, got[name], want)
+		}
 	}
 }
