@@ -279,14 +279,7 @@ func TestRunAdvisesTheHeap(t *testing.T) {
 	go func() {
 		done <- Run(ctx, Config{ModePath: writeMode(t, "always [madvise] never"), Madvise: rec.madvise})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	var advised bool
-	for !advised && time.Now().Before(deadline) {
-		for _, c := range rec.take() {
-			advised = advised || (c.Advice == AdviseHugePages && c.Start <= addr && addr < c.End)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	advised := waitAdvised(rec, addr)
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
@@ -320,17 +313,23 @@ func TestRunFrom(t *testing.T) {
 	}
 	sink = make([]byte, 128*mb)
 	addr := uintptr(unsafe.Pointer(&sink[0]))
-	deadline := time.Now().Add(10 * time.Second)
-	var advised bool
-	for !advised && time.Now().Before(deadline) {
-		for _, c := range rec.take() {
-			advised = advised || (c.Advice == AdviseHugePages && c.Start <= addr && addr < c.End)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	advised := waitAdvised(rec, addr)
 	if !advised {
 		t.Errorf("past From: the mapping of heap address %#x was not advised", addr)
 	}
+}
+
+// waitAdvised reports whether rec sees the mapping that holds addr advised
+// for huge pages within ten seconds.
+func waitAdvised(rec *recorder, addr uintptr) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, c := range rec.take() {
+			if c.Advice == AdviseHugePages && c.Start <= addr && addr < c.End {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // TestRunOnThisKernel runs the advisor with the real madvise on this process.
