@@ -77,20 +77,17 @@ func TestServer(t *testing.T) {
 			t.Errorf("THP mode %q, idle server (pid %d): %d mappings advised for huge pages, want none", mode, s.PID(), n)
 		}
 		// Grow the heap past 256 MiB: 120 ConfigMaps of 900 KiB, which the
-		// watch cache and etcd's log keep.
+		// watch cache and etcd's log keep (in default, deleted after: the
+		// other subtests list the namespaces).
 		cs := s.Clientset(t)
 		ctx := context.Background()
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "huge-pages"}}
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}) })
 		for i := 0; i < 120; i++ {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-%d", i)},
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("huge-pages-%d", i)},
 				Data: map[string]string{"data": strings.Repeat(string(rune('a'+i%26)), 900<<10)}}
-			if _, err := cs.CoreV1().ConfigMaps(ns.Name).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = cs.CoreV1().ConfigMaps("default").Delete(ctx, cm.Name, metav1.DeleteOptions{}) })
 		}
 		// The advice comes from a goroutine of its own: give it time.
 		advised := advisedMappings()
