@@ -37,9 +37,9 @@ func (l localV3) Paths() (map[string]clientopenapi.GroupVersion, error) {
 	}
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
-	out := make(map[string]clientopenapi.GroupVersion, len(l.s.local))
-	for key, doc := range l.s.local {
-		out[key] = localGroupVersion{key: key, doc: doc}
+	out := make(map[string]clientopenapi.GroupVersion, len(l.s.groupVersions))
+	for key, doc := range l.s.groupVersions {
+		out[key] = localGroupVersion{key: key, doc: doc.local}
 	}
 	return out, nil
 }

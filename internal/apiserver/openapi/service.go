@@ -71,11 +71,16 @@ type Service struct {
 	typedKey string
 	typed    *typedDocs
 	updates  uint64
-	// groupVersions are the keys of the /openapi/v3 index ("api/v1"),
-	// each with what identifies its document's content.
-	groupVersions map[string]string
-	// local are the same documents for LocalV3, by key.
-	local map[string]localDocument
+	// groupVersions are the documents of the /openapi/v3 index, by key
+	// ("api/v1").
+	groupVersions map[string]groupVersionDoc
+}
+
+// groupVersionDoc is one /openapi/v3 document: what identifies its content,
+// and how LocalV3 reads it.
+type groupVersionDoc struct {
+	content string
+	local   localDocument
 }
 
 // New prepares the /openapi/v2 document and one /openapi/v3 document per
@@ -94,8 +99,7 @@ func New(resources Resources) (*Service, error) {
 		resources:     resources,
 		q:             q,
 		v3:            handler3.NewOpenAPIService(),
-		groupVersions: map[string]string{},
-		local:         map[string]localDocument{},
+		groupVersions: map[string]groupVersionDoc{},
 	}
 	s.v2Service = handler.NewOpenAPIServiceLazy(cached.Static(&spec.Swagger{}, "empty"))
 	// The v2 handler registers itself on a mux; give it one of its own.
@@ -282,20 +286,18 @@ func (s *Service) sync() error {
 				gvSources = append(gvSources, r.OpenAPI)
 			}
 		}
-		if have, ok := s.groupVersions[key]; ok && have == content {
+		if have, ok := s.groupVersions[key]; ok && have.content == content {
 			continue
 		}
-		s.groupVersions[key] = content
 		typed := s.typed.v3[gv]
-		s.local[key] = localDocument{version: etag, build: func() cached.Value[*spec3.OpenAPI] {
+		s.groupVersions[key] = groupVersionDoc{content: content, local: localDocument{version: etag, build: func() cached.Value[*spec3.OpenAPI] {
 			return v3Document(gv, typed, gvSources, etag)
-		}}
+		}}}
 		s.v3.UpdateGroupVersionLazy(key, v3Document(gv, typed, gvSources, etag))
 	}
 	for key := range s.groupVersions {
 		if !seen[key] {
 			delete(s.groupVersions, key)
-			delete(s.local, key)
 			s.v3.DeleteGroupVersion(key)
 		}
 	}
