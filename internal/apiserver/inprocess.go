@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -15,9 +16,11 @@ import (
 // the handler directly: no socket, no TLS and no HTTP/2 framing, which
 // otherwise cost as much CPU as the handlers themselves on a busy server.
 // Requests are authenticated as user, a caller no network request can
-// claim. Responses stream: a watch's events reach the client as the
-// handler flushes them. Connection upgrades (exec, attach, port-forward)
-// are not supported.
+// claim. A request whose handler ends on its own (endsOnItsOwn: all but
+// watches, logs and proxied connections) is served on the caller's
+// goroutine. The others' responses stream: a watch's events reach the
+// client as the handler flushes them. Connection upgrades (exec, attach,
+// port-forward) are not supported.
 func (s *Server) InProcessTransport(user User) http.RoundTripper {
 	return &inProcessTransport{handler: s, user: user}
 }
@@ -60,7 +63,7 @@ func (t *inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error
 		sreq.Header = http.Header{}
 	}
 	rw := newInProcessResponse(cancel)
-	go func() {
+	serve := func() {
 		defer func() {
 			if p := recover(); p != nil {
 				rw.fail(fmt.Errorf("in-process request %s %s: handler panicked: %v", req.Method, req.URL.Path, p))
@@ -69,13 +72,25 @@ func (t *inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error
 		}()
 		t.handler.ServeHTTP(rw, sreq)
 		rw.finish()
-	}()
-	select {
-	case <-rw.committed:
-	case <-req.Context().Done():
-		// The handler sees the cancelled context and ends on its own.
-		rw.Close()
-		return nil, req.Context().Err()
+	}
+	if endsOnItsOwn(req) {
+		// Served on the caller's goroutine: no goroutine to start (and
+		// grow a stack for) and no hand-off of the response.
+		rw.unread = true
+		serve()
+		if err := req.Context().Err(); err != nil {
+			rw.Close()
+			return nil, err
+		}
+	} else {
+		go serve()
+		select {
+		case <-rw.committed:
+		case <-req.Context().Done():
+			// The handler sees the cancelled context and ends on its own.
+			rw.Close()
+			return nil, req.Context().Err()
+		}
 	}
 	rw.mu.Lock()
 	length := int64(-1)
@@ -94,6 +109,24 @@ func (t *inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error
 		ContentLength: length,
 		Request:       req,
 	}, nil
+}
+
+// endsOnItsOwn reports whether a request's handler returns without its
+// client reading the response as it goes: anything but a watch, a log
+// (which may follow), a proxied connection or a connection upgrade (exec,
+// attach, port-forward).
+func endsOnItsOwn(req *http.Request) bool {
+	q := req.URL.Query()
+	if w := q.Get("watch"); w == "true" || w == "1" || q.Has("sendInitialEvents") {
+		return false
+	}
+	for _, segment := range strings.Split(req.URL.Path, "/") {
+		switch segment {
+		case "watch", "log", "proxy", "exec", "attach", "portforward":
+			return false
+		}
+	}
+	return true
 }
 
 // inProcessBufferLimit bounds what a streaming handler may write ahead of
@@ -121,6 +154,9 @@ type inProcessResponse struct {
 	closed  bool  // the client closed the body
 	waiting bool  // a reader waits for data
 	full    bool  // a writer waits for the reader
+	// unread: the handler runs on the client's goroutine, which reads only
+	// once it returns, so writes never wait for the reader.
+	unread bool
 }
 
 func newInProcessResponse(cancel context.CancelFunc) *inProcessResponse {
@@ -145,7 +181,7 @@ func (rw *inProcessResponse) Write(p []byte) (int, error) {
 	if rw.status == 0 {
 		rw.status = http.StatusOK
 	}
-	for rw.commit && !rw.closed && len(rw.buf)-rw.off > inProcessBufferLimit {
+	for rw.commit && !rw.unread && !rw.closed && len(rw.buf)-rw.off > inProcessBufferLimit {
 		rw.full = true
 		rw.cond.Wait()
 		rw.full = false

@@ -175,3 +175,66 @@ func TestInProcessTransportAuthenticates(t *testing.T) {
 		t.Errorf("network /metrics without credentials: %d, want 401", rec.Code)
 	}
 }
+
+func TestEndsOnItsOwn(t *testing.T) {
+	tests := []struct {
+		method, url string
+		want        bool
+	}{
+		{http.MethodPost, "/api/v1/namespaces/ns/pods", true},
+		{http.MethodPost, "/api/v1/namespaces/ns/pods/p/binding", true},
+		{http.MethodPatch, "/apis/apps/v1/namespaces/ns/deployments/d/status", true},
+		{http.MethodGet, "/api/v1/namespaces/ns/pods?limit=500", true},
+		{http.MethodGet, "/api/v1/namespaces/ns/pods?watch=true", false},
+		{http.MethodGet, "/api/v1/namespaces/ns/pods?watch=1&resourceVersion=5", false},
+		{http.MethodGet, "/api/v1/pods?sendInitialEvents=true&resourceVersionMatch=NotOlderThan", false},
+		{http.MethodGet, "/api/v1/watch/namespaces/ns/pods", false},
+		{http.MethodGet, "/api/v1/namespaces/ns/pods/p/log?follow=true", false},
+		{http.MethodGet, "/api/v1/namespaces/ns/services/s/proxy/x", false},
+		{http.MethodPost, "/api/v1/namespaces/ns/pods/p/exec?command=sh", false},
+		{http.MethodPost, "/api/v1/namespaces/ns/pods/p/portforward", false},
+		{http.MethodGet, "/api/v1/namespaces/ns/pods/p/attach", false},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest(tt.method, "https://127.0.0.1:6443"+tt.url, nil)
+		if got := endsOnItsOwn(req); got != tt.want {
+			t.Errorf("%s %s: %v, want %v", tt.method, tt.url, got, tt.want)
+		}
+	}
+}
+
+// A request served on the caller's goroutine gets its whole response even
+// when the handler flushes and then writes more than a streaming reader
+// would be let fall behind: nothing reads until the handler returns.
+func TestInProcessTransportServedInline(t *testing.T) {
+	big := strings.Repeat("b", 3*inProcessBufferLimit)
+	rt := &inProcessTransport{handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		w.(http.Flusher).Flush()
+		for chunk := []byte(big); len(chunk) > 0; chunk = chunk[64<<10:] {
+			_, _ = w.Write(chunk[:64<<10])
+		}
+	})}
+	req, _ := http.NewRequest(http.MethodPost, "https://127.0.0.1:6443/api/v1/namespaces/ns/configmaps", strings.NewReader("{}"))
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- resp
+	}()
+	select {
+	case resp := <-done:
+		if resp == nil {
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusCreated || len(body) != len(big) {
+			t.Errorf("status %d, %d bytes (%v), want 201 and %d bytes", resp.StatusCode, len(body), err, len(big))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request did not return")
+	}
+}
