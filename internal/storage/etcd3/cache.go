@@ -145,8 +145,11 @@ type watchCache struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	// watchCtx carries metadata unique to this cache so its etcd watch
-	// gets a gRPC stream of its own, and progress requests reach it alone.
+	// watchCtx carries the metadata that puts the cache's etcd watch on
+	// the gRPC stream it shares with at most cachesPerWatchStream-1 other
+	// caches' (etcd's client groups watches by their contexts' metadata).
+	// A progress request answers every cache on the stream, once all its
+	// watches are synced.
 	watchCtx context.Context
 	wg       sync.WaitGroup
 
@@ -185,7 +188,7 @@ func newWatchCache(s *Store, o options) *watchCache {
 		maxEvents:  max(o.maxEvents, o.minEvents),
 		ctx:        ctx,
 		cancel:     cancel,
-		watchCtx:   metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "skiff-watch-cache", s.prefix),
+		watchCtx:   metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "skiff-watch-stream", strconv.FormatInt(watchCaches.Add(1)/cachesPerWatchStream, 10)),
 		tree:       btree.NewG(32, entryLess),
 		revCh:      make(chan struct{}),
 		readyCh:    make(chan struct{}),
@@ -199,6 +202,21 @@ func newWatchCache(s *Store, o options) *watchCache {
 	go c.dispatchLoop()
 	return c
 }
+
+// cachesPerWatchStream bounds how many caches' etcd watches share a gRPC
+// stream. A stream costs about eight goroutines (the client's loops, etcd's
+// send and receive loops, the in-process adapter's pipe), so one per cache
+// cost an idle server some 500. One stream for all of them deadlocked:
+// with etcd's in-process client adapter (no flow-control buffers as in
+// real gRPC), sixty caches stopping at once blocked the client's loop
+// sending a cancel while etcd's receive loop blocked on its full queue of
+// create and cancel answers (16 deep), which only the client's loop would
+// drain. A cache has at most two such answers pending (a cancel and the
+// create of its next watch), so six caches to a stream (twelve answers at most) never fill it.
+const cachesPerWatchStream = 6
+
+// watchCaches counts the caches made, to assign their streams.
+var watchCaches atomic.Int64
 
 // stop ends the cache's goroutines and every watcher.
 func (c *watchCache) stop() {
