@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
 
@@ -35,17 +36,62 @@ func (s *Server) DirectListWatch(gvr schema.GroupVersionResource, namespace stri
 	return &cache.ListWatch{ListWithContextFunc: d.list, WatchFuncWithContext: d.watch}
 }
 
+// DirectListWatchKind is DirectListWatch for the resource served with
+// objects of kind gvk (the one such resource that is not a subresource),
+// found at each list and watch.
+func (s *Server) DirectListWatchKind(gvk schema.GroupVersionKind, namespace string) *cache.ListWatch {
+	d := &directListWatch{s: s, gvk: gvk, namespace: namespace}
+	return &cache.ListWatch{ListWithContextFunc: d.list, WatchFuncWithContext: d.watch}
+}
+
+// StoredResources returns the resources served from storage, in discovery
+// order: each one's group, version and resource, and its kind.
+func (s *Server) StoredResources() []StoredResource {
+	var out []StoredResource
+	for _, r := range s.cfg.Resources.All() {
+		if r.Stored != nil {
+			out = append(out, StoredResource{Resource: r.GroupVersionResource(), Kind: r.GroupVersionKind(), Verbs: r.Verbs()})
+		}
+	}
+	return out
+}
+
+// StoredResource is a resource served from storage, and the kind of its
+// objects.
+type StoredResource struct {
+	Resource schema.GroupVersionResource
+	Kind     schema.GroupVersionKind
+	Verbs    metav1.Verbs
+}
+
 // directListWatch finds its resource at each list and watch: the server's
 // components make their informers before the resources are registered.
+// The resource is gvr or, when that is empty, the one of kind gvk.
 type directListWatch struct {
 	s         *Server
 	gvr       schema.GroupVersionResource
+	gvk       schema.GroupVersionKind
 	namespace string
 }
 
+func (d *directListWatch) resource() (*registry.Resource, bool) {
+	if !d.gvr.Empty() {
+		return d.s.cfg.Resources.Lookup(d.gvr)
+	}
+	for _, r := range d.s.cfg.Resources.All() {
+		if r.GroupVersionKind() == d.gvk {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
 func (d *directListWatch) endpoint() (*endpoint, error) {
-	res, ok := d.s.cfg.Resources.Lookup(d.gvr)
+	res, ok := d.resource()
 	if !ok {
+		if d.gvr.Empty() {
+			return nil, apierrors.NewNotFound(schema.GroupResource{Group: d.gvk.Group, Resource: d.gvk.Kind}, "")
+		}
 		return nil, apierrors.NewNotFound(d.gvr.GroupResource(), "")
 	}
 	if res.Stored == nil {

@@ -137,7 +137,7 @@ func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.S
 // run starts the plugins' informers, calls started, and stops them when
 // ctx ends.
 func (a *admissionChain) run(ctx context.Context, started func()) {
-	a.informers.Start(ctx.Done())
+	a.informers.StartWithContext(ctx)
 	started()
 	<-ctx.Done()
 	a.informers.Shutdown()

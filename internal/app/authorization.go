@@ -128,7 +128,7 @@ func ensureAPFConfiguration(ctx context.Context, rc *rest.Config, factory inform
 		return err
 	}
 	// The hook registered the informers it reads: start them.
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	if err := runPostStartHook(ctx, rc, "API Priority and Fairness bootstrap configuration", hook); err != nil && ctx.Err() == nil {
 		return err
 	}

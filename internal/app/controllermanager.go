@@ -97,9 +97,9 @@ type controllerManager struct {
 	clients clientbuilder.ControllerClientBuilder
 	// debug, when set, serves the running controllers' debugging handlers.
 	debug *controllerDebug
-	// direct, when set, backs the shared informers of the busiest
-	// resources (directlyInformed) with the API server's storage.
-	direct directListWatch
+	// direct, when set, backs the shared informers with the API
+	// server's storage (directInformers).
+	direct directStorage
 }
 
 // controllerDebugPath is where the controllers' debugging handlers are
@@ -284,7 +284,11 @@ func (m *controllerManager) runControllers(ctx context.Context) error {
 		return fmt.Errorf("controller manager: %w", err)
 	}
 	if m.direct != nil {
-		useDirectInformers(cctx.InformerFactory, m.direct)
+		direct := directInformers(cctx.InformerFactory, m.direct)
+		cctx.InformerFactory = direct
+		if cctx.GraphBuilder != nil {
+			informGarbageCollectedDirectly(direct, cctx.ComponentConfig.GarbageCollectorController.GCIgnoredResources)
+		}
 	}
 	descriptors := kcm.NewControllerDescriptors()
 	// The serviceaccount-token controller's descriptor needs
@@ -316,7 +320,7 @@ func (m *controllerManager) runControllers(ctx context.Context) error {
 		defer m.debug.mux.Store(nil)
 	}
 	controllers = append(controllers, built...)
-	cctx.InformerFactory.Start(ctx.Done())
+	cctx.InformerFactory.StartWithContext(ctx)
 	cctx.ObjectOrMetadataInformerFactory.Start(ctx.Done())
 	close(cctx.InformersStarted)
 	names := make([]string, len(controllers))

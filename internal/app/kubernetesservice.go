@@ -49,7 +49,7 @@ func runKubernetesService(ctx context.Context, etcd *clientv3.Client, client kub
 		ServicePort:        443,
 		PublicServicePort:  port,
 	}, client, factory.Core().V1().Services())
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	c.Start(ctx.Done())
 	started()
 	<-ctx.Done()

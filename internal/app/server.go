@@ -383,10 +383,9 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	sa.useClient(loopbackClient)
 	// One informer factory for the authorizers and the admission plugins.
-	apiInformers := informers.NewSharedInformerFactory(loopbackClient, 0)
-	// The node authorizer follows every pod and node: straight from the
-	// storage, as the controllers and the scheduler.
-	useDirectInformers(apiInformers, api.DirectListWatch)
+	// Its informers read the storage directly, as the controllers' and the
+	// scheduler's.
+	apiInformers := directInformers(informers.NewSharedInformerFactory(loopbackClient, 0), api)
 	bootstrapTokenAuth.use(apiInformers)
 	authz, ruleResolver, err := newAuthorizer(ctx, cfg.Authorization, apiInformers, "skiff")
 	if err != nil {
@@ -694,7 +693,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			return err
 		}
 		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
-			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug, direct: api.DirectListWatch}
+			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug, direct: api}
 		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), journeys); err != nil {
 			return err
 		}
@@ -798,10 +797,10 @@ func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerMana
 	if err != nil {
 		return err
 	}
-	// Its pods and nodes as the controllers', straight from the storage.
-	factory := informers.NewSharedInformerFactory(schedClient, 0)
+	// Its informers as the controllers', straight from the storage.
+	var factory informers.SharedInformerFactory = informers.NewSharedInformerFactory(schedClient, 0)
 	if cm.direct != nil {
-		useDirectInformers(factory, cm.direct)
+		factory = directInformers(factory, cm.direct)
 	}
 	sched, err := scheduler.New(scheduler.Config{Client: schedClient, Informers: factory, Registry: metrics, Journey: journeys})
 	if err != nil {

@@ -52,7 +52,7 @@ func runServingCSRApprover(ctx context.Context, cs kubernetes.Interface) {
 		slog.Error("kubelet serving CSR approver", "err", err)
 		return
 	}
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	defer factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), csrs.Informer().HasSynced, nodes.Informer().HasSynced) {
 		return

@@ -71,7 +71,7 @@ func New(cs kubernetes.Interface) *Server {
 // once the first lists are in, or after syncTimeout with an error.
 func (s *Server) Start(ctx context.Context, syncTimeout time.Duration) error {
 	ctx, s.stop = context.WithCancel(ctx)
-	s.factory.Start(ctx.Done())
+	s.factory.StartWithContext(ctx)
 	synced, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(synced.Done(), s.synced...) {

@@ -272,7 +272,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}))
 	serviceInformer := services.Core().V1().Services()
 	k.serviceLister, k.servicesSynced = serviceInformer.Lister(), serviceInformer.Informer().HasSynced
-	services.Start(ctx.Done())
+	services.StartWithContext(ctx)
 	defer services.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), k.servicesSynced) {
 		return ctx.Err()
@@ -298,7 +298,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	defer factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced) {
 		return ctx.Err()

@@ -31,8 +31,8 @@ func (k *Kubelet) startPodCertificates(ctx context.Context) {
 	node := informers.NewSharedInformerFactoryWithOptions(k.client, 0, own("metadata.name"))
 	m := podcertificate.NewIssuingManager(k.client, podCertificatePods{k}, k.recorder,
 		requests.Certificates().V1().PodCertificateRequests(), node.Core().V1().Nodes(), types.NodeName(k.cfg.NodeName), clock.RealClock{})
-	requests.Start(ctx.Done())
-	node.Start(ctx.Done())
+	requests.StartWithContext(ctx)
+	node.StartWithContext(ctx)
 	go m.Run(ctx)
 	k.podCerts = m
 }

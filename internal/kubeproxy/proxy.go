@@ -202,7 +202,7 @@ func (p *Proxy) startInformers(ctx context.Context, config *kubeproxyconfig.Kube
 	// skiff process; a restart of the agent picks them up.
 	proxyconfig.NewNodeTopologyConfig(ctx, node.Core().V1().Nodes(), resync).RegisterEventHandler(provider)
 	for _, f := range []informers.SharedInformerFactory{services, slices, others, node} {
-		f.Start(ctx.Done())
+		f.StartWithContext(ctx)
 	}
 	go func() {
 		<-ctx.Done()

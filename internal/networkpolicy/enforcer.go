@@ -178,7 +178,7 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		factory.Shutdown()
 		workers.Wait()
 	}()
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	if !cache.WaitForNamedCacheSync("network policy", ctx.Done(), pods.Informer().HasSynced, policies.Informer().HasSynced, namespaces.Informer().HasSynced) {
 		return nil // stopped while starting
 	}

@@ -146,7 +146,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		defer s.broadcaster.Shutdown()
 	}
-	s.factory.Start(ctx.Done())
+	s.factory.StartWithContext(ctx)
 	if !toolscache.WaitForCacheSync(ctx.Done(), s.synced...) {
 		return nil // ctx ended first
 	}

@@ -230,8 +230,8 @@ func (c *Controller) Pending() []string {
 // returns once every controller has stopped.
 func (c *Controller) Run(ctx context.Context) {
 	stop := ctx.Done()
-	c.apiServices.Start(stop)
-	c.cfg.Informers.Start(stop)
+	c.apiServices.StartWithContext(ctx)
+	c.cfg.Informers.StartWithContext(ctx)
 	var wg sync.WaitGroup
 	run := func(f func()) {
 		wg.Add(1)
@@ -241,7 +241,7 @@ func (c *Controller) Run(ctx context.Context) {
 		}()
 	}
 	if c.crds != nil {
-		c.crds.Start(stop)
+		c.crds.StartWithContext(ctx)
 		run(func() { c.crdRegistration.Run(c.cfg.Workers, stop) })
 	}
 	run(func() {

@@ -134,7 +134,7 @@ func (b *Builtin) repairSucceeded() {
 
 // Run runs the registry's background work until ctx ends.
 func (b *Builtin) Run(ctx context.Context) {
-	b.informers.Start(ctx.Done())
+	b.informers.StartWithContext(ctx)
 	var wg sync.WaitGroup
 	for _, f := range b.run {
 		wg.Add(1)

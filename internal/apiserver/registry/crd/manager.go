@@ -185,7 +185,7 @@ func (m *Manager) Run(ctx context.Context, rc *restclient.Config) error {
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	// The controllers start once the informer holds every definition, so
 	// that none of them waits for it (they poll every 100 ms).
 	for _, ok := range factory.WaitForCacheSync(ctx.Done()) {
