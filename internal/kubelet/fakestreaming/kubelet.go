@@ -48,7 +48,7 @@ func (r *Runtime) PortForward(_ context.Context, req *runtimeapi.PortForwardRequ
 //	say TEXT   TEXT and a newline to stdout
 //	warn TEXT  TEXT and a newline to stderr
 //	exit N     exit with N
-//	size       the first terminal size, as WxH
+//	size       the first terminal size, as WxH, then reads stdin to its end
 //
 // attach says "attached" then acts as cat.
 func TestCommand(ctx context.Context, s Session) (int, error) {
@@ -85,6 +85,13 @@ func TestCommand(ctx context.Context, s Session) (int, error) {
 		select {
 		case sz := <-s.Resize:
 			fmt.Fprintf(s.Stdout, "%dx%d\n", sz.Width, sz.Height)
+			// As a shell does: the session ends after the client's stdin has. Ending
+			// it first races the client's close of stdin, which then meets a closed
+			// connection, and the API server's proxy, upstream's, drops what the
+			// kubelet sent but the client has not read yet.
+			if s.Stdin != nil {
+				_, _ = io.Copy(io.Discard, s.Stdin)
+			}
 			return 0, nil
 		case <-ctx.Done():
 			return 1, ctx.Err()
