@@ -42,6 +42,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/flannel"
+	"github.com/skiff-sh/skiff/internal/gcheadroom"
 	"github.com/skiff-sh/skiff/internal/hugepages"
 	"github.com/skiff-sh/skiff/internal/journey"
 	"github.com/skiff-sh/skiff/internal/kubelet"
@@ -547,6 +548,12 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	})
 	g.Go(func() error {
 		aggregated.Run(gctx)
+		return nil
+	})
+	g.Go(func() error {
+		// An idle server's heap is small, and Go's default headroom doubles it;
+		// see package gcheadroom.
+		gcheadroom.Run(gctx, gcheadroom.Config{})
 		return nil
 	})
 	if !cfg.NoHugePages {
