@@ -38,9 +38,9 @@ const (
 	// DefaultSmallHeap is about twice an idle server's live heap: a server doing
 	// anything that matters for speed has passed it.
 	DefaultSmallHeap = 64 << 20
-	// DefaultSmallPercent lets a small heap grow by a third before the next
+	// DefaultSmallPercent lets a small heap grow by a quarter before the next
 	// collection.
-	DefaultSmallPercent = 33
+	DefaultSmallPercent = 25
 	// DefaultPercent is Go's own default.
 	DefaultPercent = 100
 )

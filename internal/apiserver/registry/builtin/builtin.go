@@ -213,6 +213,10 @@ func New(cfg Config) (*Builtin, error) {
 		}
 		add(info)
 	}
+	printers := newSharedTablePrinters()
+	for _, storages := range groups {
+		shareTablePrinters(storages, printers)
+	}
 	gvs := make([]schema.GroupVersion, 0, len(groups))
 	for gv := range groups {
 		gvs = append(gvs, gv)
