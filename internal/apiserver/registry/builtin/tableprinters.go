@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"reflect"
+	"unsafe"
 
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -18,7 +19,7 @@ import (
 func shareTablePrinters(groups map[string]rest.Storage, shared printerstorage.TableConvertor) int {
 	n := 0
 	for _, st := range groups {
-		store := embeddedStore(st)
+		store := storeOf(st)
 		if store == nil {
 			continue
 		}
@@ -37,9 +38,11 @@ func newSharedTablePrinters() printerstorage.TableConvertor {
 
 var storeType = reflect.TypeOf(&genericregistry.Store{})
 
-// embeddedStore is the registry Store st is, or embeds (upstream's REST types
-// embed *genericregistry.Store), or nil.
-func embeddedStore(st rest.Storage) *genericregistry.Store {
+// storeOf is the registry Store st is, or holds in a field of its own: upstream's
+// REST types embed *genericregistry.Store, and their status and other subresource
+// types keep a copy of it in an unexported field "store" (whose TableConvertor
+// keeps the resource's generator alive); or nil.
+func storeOf(st rest.Storage) *genericregistry.Store {
 	if s, ok := st.(*genericregistry.Store); ok {
 		return s
 	}
@@ -49,9 +52,10 @@ func embeddedStore(st rest.Storage) *genericregistry.Store {
 	}
 	v = v.Elem()
 	for i := 0; i < v.NumField(); i++ {
-		f := v.Type().Field(i)
-		if f.Anonymous && f.Type == storeType && f.IsExported() && !v.Field(i).IsNil() {
-			return v.Field(i).Interface().(*genericregistry.Store)
+		if f := v.Field(i); f.Type() == storeType && !f.IsNil() {
+			// Reading an unexported field's pointer; reflect.Value.Pointer's
+			// result converted at once, as package unsafe allows.
+			return (*genericregistry.Store)(unsafe.Pointer(f.Pointer()))
 		}
 	}
 	return nil
