@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -221,8 +222,8 @@ func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) er
 	if err != nil {
 		return fmt.Errorf("controller manager lease: %w", err)
 	}
-	var runErr error
 	for ctx.Err() == nil {
+		var leading leaderWork
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			LeaseDuration:   le.LeaseDuration.Duration,
@@ -232,8 +233,10 @@ func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) er
 			Name:            "kube-controller-manager",
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
-					slog.Info("controller manager: leading", "lease", le.ResourceNamespace+"/"+le.ResourceName, "identity", m.identity)
-					runErr = m.runControllers(ctx)
+					leading.run(ctx, func(ctx context.Context) error {
+						slog.Info("controller manager: leading", "lease", le.ResourceNamespace+"/"+le.ResourceName, "identity", m.identity)
+						return m.runControllers(ctx)
+					})
 				},
 				OnStoppedLeading: func() {
 					if ctx.Err() == nil {
@@ -251,11 +254,46 @@ func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) er
 			return fmt.Errorf("controller manager leader election: %w", err)
 		}
 		elector.Run(ctx)
-		if runErr != nil {
-			return runErr
+		if err := leading.wait(); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// leaderWork is what runs while a leader elector leads. The elector's Run starts
+// OnStartedLeading on a goroutine of its own and returns without waiting for it:
+// wait, after Run, waits for the work to end (the controllers stopped, their
+// informers shut down and kube-controller-manager's process-wide informer name
+// released), or keeps it from starting if its goroutine had not begun.
+type leaderWork struct {
+	mu      sync.Mutex
+	over    bool
+	running sync.WaitGroup
+	err     error
+}
+
+// run runs work unless the election is over.
+func (w *leaderWork) run(ctx context.Context, work func(context.Context) error) {
+	w.mu.Lock()
+	if w.over {
+		w.mu.Unlock()
+		return
+	}
+	w.running.Add(1)
+	w.mu.Unlock()
+	defer w.running.Done()
+	w.err = work(ctx)
+}
+
+// wait ends the election's work: it waits for work that started and returns its
+// error.
+func (w *leaderWork) wait() error {
+	w.mu.Lock()
+	w.over = true
+	w.mu.Unlock()
+	w.running.Wait()
+	return w.err
 }
 
 func (m *controllerManager) eventRecorder(cs kubernetes.Interface) record.EventRecorder {
@@ -283,6 +321,10 @@ func (m *controllerManager) runControllers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
+	// Shutting the factory down releases kube-controller-manager's informer
+	// name, which is process-wide: on every way out, or the next controller
+	// manager of this process (an integration test's next cluster) cannot start.
+	defer cctx.InformerFactory.Shutdown()
 	if m.direct != nil {
 		direct := directInformers(cctx.InformerFactory, m.direct)
 		cctx.InformerFactory = direct
@@ -312,7 +354,6 @@ func (m *controllerManager) runControllers(ctx context.Context) error {
 	debugMux := mux.NewPathRecorderMux("controller-debug")
 	built, err := kcm.BuildControllers(ctx, cctx, descriptors, debugMux, controllerhealthz.NewMutableHealthzHandler())
 	if err != nil {
-		cctx.InformerFactory.Shutdown()
 		return fmt.Errorf("controller manager: %w", err)
 	}
 	if m.debug != nil {
@@ -329,7 +370,6 @@ func (m *controllerManager) runControllers(ctx context.Context) error {
 	}
 	slog.Info("controller manager: controllers running", "count", len(controllers), "controllers", strings.Join(names, ","))
 	stopped := kcm.RunControllers(ctx, cctx, controllers, kcm.ControllerStartJitter, cc.ControllerShutdownTimeout)
-	cctx.InformerFactory.Shutdown()
 	if !stopped {
 		slog.Warn("controller manager: controllers still running after the shutdown timeout", "timeout", cc.ControllerShutdownTimeout)
 	}
