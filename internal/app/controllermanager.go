@@ -217,7 +217,7 @@ func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) er
 	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
 		cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{
 			Identity:      m.identity,
-			EventRecorder: m.eventRecorder(cs),
+			EventRecorder: m.eventRecorder(ctx, cs),
 		})
 	if err != nil {
 		return fmt.Errorf("controller manager lease: %w", err)
@@ -296,8 +296,10 @@ func (w *leaderWork) wait() error {
 	return w.err
 }
 
-func (m *controllerManager) eventRecorder(cs kubernetes.Interface) record.EventRecorder {
-	broadcaster := record.NewBroadcaster()
+// eventRecorder records the Lease's events as kube-controller-manager's
+// until ctx ends.
+func (m *controllerManager) eventRecorder(ctx context.Context, cs kubernetes.Interface) record.EventRecorder {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	return broadcaster.NewRecorder(clientscheme.Scheme, corev1.EventSource{Component: "kube-controller-manager"})
 }

@@ -147,6 +147,9 @@ func (b *Builtin) coreRest(cfg Config, getter *optionsGetter, client kubernetes.
 	ipRepair := ipallocatorcontroller.NewRepairIPAddress(3*time.Minute, client,
 		b.informers.Core().V1().Services(), b.informers.Networking().V1().ServiceCIDRs(), b.informers.Networking().V1().IPAddresses())
 	b.run = append(b.run,
+		// The allocator runs a worker of its own from its construction:
+		// it stops with the registry's background work.
+		func(ctx context.Context) { <-ctx.Done(); ipAlloc.Destroy() },
 		func(ctx context.Context) { cidrs.Start(ctx) },
 		func(ctx context.Context) { runUntil(ctx, portRepair.RunUntil, b.repairSucceeded) },
 		func(ctx context.Context) { runUntil(ctx, ipRepair.RunUntil, b.repairSucceeded) },
