@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +45,7 @@ import (
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
+	"github.com/skiff-sh/skiff/internal/leaderwork"
 	"github.com/skiff-sh/skiff/internal/pki"
 )
 
@@ -223,7 +223,7 @@ func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) er
 		return fmt.Errorf("controller manager lease: %w", err)
 	}
 	for ctx.Err() == nil {
-		var leading leaderWork
+		var term leaderwork.Term
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			LeaseDuration:   le.LeaseDuration.Duration,
@@ -233,7 +233,7 @@ func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) er
 			Name:            "kube-controller-manager",
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
-					leading.run(ctx, func(ctx context.Context) error {
+					term.Run(ctx, func(ctx context.Context) error {
 						slog.Info("controller manager: leading", "lease", le.ResourceNamespace+"/"+le.ResourceName, "identity", m.identity)
 						return m.runControllers(ctx)
 					})
@@ -254,46 +254,11 @@ func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) er
 			return fmt.Errorf("controller manager leader election: %w", err)
 		}
 		elector.Run(ctx)
-		if err := leading.wait(); err != nil {
+		if err := term.Wait(); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// leaderWork is what runs while a leader elector leads. The elector's Run starts
-// OnStartedLeading on a goroutine of its own and returns without waiting for it:
-// wait, after Run, waits for the work to end (the controllers stopped, their
-// informers shut down and kube-controller-manager's process-wide informer name
-// released), or keeps it from starting if its goroutine had not begun.
-type leaderWork struct {
-	mu      sync.Mutex
-	over    bool
-	running sync.WaitGroup
-	err     error
-}
-
-// run runs work unless the election is over.
-func (w *leaderWork) run(ctx context.Context, work func(context.Context) error) {
-	w.mu.Lock()
-	if w.over {
-		w.mu.Unlock()
-		return
-	}
-	w.running.Add(1)
-	w.mu.Unlock()
-	defer w.running.Done()
-	w.err = work(ctx)
-}
-
-// wait ends the election's work: it waits for work that started and returns its
-// error.
-func (w *leaderWork) wait() error {
-	w.mu.Lock()
-	w.over = true
-	w.mu.Unlock()
-	w.running.Wait()
-	return w.err
 }
 
 // eventRecorder records the Lease's events as kube-controller-manager's

@@ -1,15 +1,11 @@
 package app
 
 import (
-	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	genericcontrollermanager "k8s.io/controller-manager/app"
@@ -110,46 +106,4 @@ func TestControllerManagerIdentity(t *testing.T) {
 	if other == first {
 		t.Errorf("two data dirs share identity %q", first)
 	}
-}
-
-// TestLeaderWorkWaits: the leader elector starts its work on a goroutine of its
-// own and does not wait for it; leaderWork.wait does, and keeps work that had not
-// begun by then from starting.
-func TestLeaderWorkWaits(t *testing.T) {
-	t.Run("work in flight", func(t *testing.T) {
-		var w leaderWork
-		started, release := make(chan struct{}), make(chan struct{})
-		var ended atomic.Bool
-		go w.run(context.Background(), func(context.Context) error {
-			close(started)
-			<-release
-			ended.Store(true)
-			return errors.New("stopped badly")
-		})
-		<-started
-		go func() {
-			time.Sleep(50 * time.Millisecond)
-			close(release)
-		}()
-		if err := w.wait(); err == nil || err.Error() != "stopped badly" {
-			t.Errorf("wait = %v, want the work's error", err)
-		}
-		if !ended.Load() {
-			t.Error("wait returned before the work ended")
-		}
-	})
-	t.Run("work not begun", func(t *testing.T) {
-		var w leaderWork
-		if err := w.wait(); err != nil {
-			t.Errorf("wait = %v, want nil", err)
-		}
-		ran := false
-		w.run(context.Background(), func(context.Context) error {
-			ran = true
-			return nil
-		})
-		if ran {
-			t.Error("work ran after the election was over")
-		}
-	})
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/leaderwork"
 	"github.com/skiff-sh/skiff/internal/scheduler/cache"
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins"
@@ -169,8 +170,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 	}
 	for ctx.Err() == nil {
-		done := make(chan struct{})
-		var started atomic.Bool
+		var term leaderwork.Term
+		var led atomic.Bool
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			LeaseDuration:   le.LeaseDuration,
@@ -180,13 +181,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			Name:            s.cfg.SchedulerName,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(lctx context.Context) {
-					started.Store(true)
-					defer close(done)
-					s.log.Info("became leader, scheduling", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
-					s.lead(lctx)
+					term.Run(lctx, func(lctx context.Context) error {
+						led.Store(true)
+						s.log.Info("became leader, scheduling", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+						s.lead(lctx)
+						return nil
+					})
 				},
 				OnStoppedLeading: func() {
-					if started.Load() {
+					if led.Load() {
 						s.log.Info("stopped leading", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
 					}
 				},
@@ -196,9 +199,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return fmt.Errorf("scheduler leader election: %w", err)
 		}
 		elector.Run(ctx)
-		if started.Load() {
-			<-done
-		}
+		_ = term.Wait() // lead returns no error
 	}
 	return nil
 }
