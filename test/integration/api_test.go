@@ -391,7 +391,10 @@ func TestGracefulPodDeletion(t *testing.T) {
 // TestBindingConflict: pods/binding sets the node and PodScheduled once;
 // a second binding is a 409.
 func TestBindingConflict(t *testing.T) {
-	c := framework.NewCluster(t, framework.Options{})
+	// The test binds the pod itself: a scheduler would find no node for it
+	// and could write PodScheduled=False after the bind (as upstream's
+	// may, from the pod it tried to schedule).
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true})
 	ctx := ctxFor(t)
 	pods := c.Client.CoreV1().Pods("default")
 	if _, err := pods.Create(ctx, newPod("b", ""), metav1.CreateOptions{}); err != nil {

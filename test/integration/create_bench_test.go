@@ -159,7 +159,8 @@ func benchPod(name string) *corev1.Pod {
 }
 
 // runParallel runs b.N operations spread over parallel workers and
-// reports throughput and latency percentiles.
+// reports throughput and latency percentiles; startProfile's variables
+// profile the measured part (run one sub-benchmark at a time).
 func runParallel(b *testing.B, parallel int, op func(worker int) error) {
 	var next atomic.Int64
 	lat := make([][]time.Duration, parallel)
@@ -167,6 +168,7 @@ func runParallel(b *testing.B, parallel int, op func(worker int) error) {
 	var failed atomic.Value
 	b.ResetTimer()
 	cpuStart := processCPU(b)
+	stopProfile := startProfile(b)
 	start := time.Now()
 	for w := 0; w < parallel; w++ {
 		wg.Add(1)
@@ -186,6 +188,7 @@ func runParallel(b *testing.B, parallel int, op func(worker int) error) {
 	elapsed := time.Since(start)
 	cpu := processCPU(b) - cpuStart
 	b.StopTimer()
+	stopProfile()
 	if err, ok := failed.Load().(error); ok {
 		b.Fatal(err)
 	}

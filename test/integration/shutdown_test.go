@@ -37,7 +37,17 @@ func certReloaders(stacks map[string]string) map[string]bool {
 		}
 	}
 	for id, stack := range stacks {
-		if m := goroutineCreator.FindStringSubmatch(stack); m != nil && creators[m[2]] && strings.Contains(stack, "k8s.io/client-go/util/workqueue.") {
+		m := goroutineCreator.FindStringSubmatch(stack)
+		if m == nil {
+			continue
+		}
+		_, creatorRuns := stacks[m[2]]
+		switch {
+		case creators[m[2]] && strings.Contains(stack, "k8s.io/client-go/util/workqueue."):
+			reloaders[id] = true // the reloader's queue
+		case strings.HasSuffix(m[1], ".poller.func1") && (reloaders[m[2]] || !creatorRuns):
+			// The ticker of a reloader's poll, which ends a moment after
+			// the poll that made it (a poll still running would show).
 			reloaders[id] = true
 		}
 	}
