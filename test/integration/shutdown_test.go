@@ -29,7 +29,8 @@ func certReloaders(stacks map[string]string) map[string]bool {
 	reloaders := map[string]bool{}
 	creators := map[string]bool{} // the goroutines that made the transports
 	for id, stack := range stacks {
-		if strings.Contains(stack, "transport.(*dynamicClientCert)") || strings.Contains(stack, "created by k8s.io/client-go/transport.(*dynamicClientCert)") {
+		// Its frames, or the line naming it as the creator.
+		if strings.Contains(stack, "transport.(*dynamicClientCert)") {
 			reloaders[id] = true
 		}
 		if m := goroutineCreator.FindStringSubmatch(stack); m != nil && m[1] == "k8s.io/client-go/transport.(*tlsTransportCache).get" {
