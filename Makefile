@@ -2,7 +2,7 @@
 GO        ?= go
 PKGS      := ./...
 # Packages with concurrency, run again under the race detector.
-RACE_PKGS := ./internal/storage/... ./internal/apiserver/... ./internal/kubelet/... ./internal/scheduler/... ./internal/hugepages/ ./internal/gcheadroom/ ./internal/leaderwork/ ./internal/journey/ ./internal/dashboard/
+RACE_PKGS := ./internal/storage/... ./internal/apiserver/... ./internal/kubelet/... ./internal/scheduler/... ./internal/hugepages/ ./internal/gcheadroom/ ./internal/leaderwork/ ./internal/workerpool/ ./internal/journey/ ./internal/dashboard/
 # A count, not a duration: with a duration Go 1.26's fuzz coordinator can
 # fail a target with "context deadline exceeded" when the time runs out
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1-20 s a target here.

@@ -5,6 +5,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +27,21 @@ type codecs struct {
 	json        runtime.SerializerInfo
 	yaml        runtime.SerializerInfo
 	protobuf    runtime.SerializerInfo
+
+	// negotiated remembers negotiate's answers by Accept header: clients
+	// send the same few headers on every request, and parsing one costs
+	// more than the rest of the choice. At most maxNegotiated headers are
+	// remembered, so that a client inventing headers cannot grow it.
+	negotiated      sync.Map // negotiationKey -> output
+	negotiatedCount atomic.Int32
+}
+
+// maxNegotiated bounds codecs.negotiated.
+const maxNegotiated = 64
+
+type negotiationKey struct {
+	accept string
+	tables bool
 }
 
 func newCodecs(ns runtime.NegotiatedSerializer) *codecs {
@@ -67,6 +84,21 @@ func (c *codecs) negotiate(r *http.Request, tables bool) (output, error) {
 	if accept == "" {
 		return output{info: c.json}, nil
 	}
+	key := negotiationKey{accept: accept, tables: tables}
+	if out, ok := c.negotiated.Load(key); ok {
+		return out.(output), nil
+	}
+	out, err := c.negotiateAccept(accept, tables)
+	if err == nil && c.negotiatedCount.Load() < maxNegotiated {
+		if _, loaded := c.negotiated.LoadOrStore(key, out); !loaded {
+			c.negotiatedCount.Add(1)
+		}
+	}
+	return out, err
+}
+
+// negotiateAccept is negotiate's choice for one Accept header.
+func (c *codecs) negotiateAccept(accept string, tables bool) (output, error) {
 	for _, choice := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(choice))
 		if err != nil {

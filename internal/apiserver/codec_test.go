@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"testing"
 
@@ -26,21 +27,80 @@ func TestNegotiate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := httptest.NewRequest("GET", "/api/v1/pods", nil)
-			r.Header.Set("Accept", tt.accept)
-			out, err := c.negotiate(r, true)
-			if tt.wantNotAcceptable {
-				if err == nil || statusOf(err).Code != 406 {
-					t.Fatalf("want 406, got %v", err)
+			// The second time the answer is the remembered one.
+			for range 2 {
+				r := httptest.NewRequest("GET", "/api/v1/pods", nil)
+				r.Header.Set("Accept", tt.accept)
+				out, err := c.negotiate(r, true)
+				if tt.wantNotAcceptable {
+					if err == nil || statusOf(err).Code != 406 {
+						t.Fatalf("want 406, got %v", err)
+					}
+					continue
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out.info.MediaType != tt.wantType || out.as != tt.wantAs {
-				t.Errorf("got %s as=%q, want %s as=%q", out.info.MediaType, out.as, tt.wantType, tt.wantAs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out.info.MediaType != tt.wantType || out.as != tt.wantAs {
+					t.Errorf("got %s as=%q, want %s as=%q", out.info.MediaType, out.as, tt.wantType, tt.wantAs)
+				}
 			}
 		})
 	}
+}
+
+// TestNegotiateRemembersBoundedly: answers are remembered per Accept header
+// and per whether tables are served, and no more than maxNegotiated headers.
+func TestNegotiateRemembersBoundedly(t *testing.T) {
+	c := newCodecs(legacyscheme.Codecs)
+	table := "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+	for _, tables := range []bool{true, false} {
+		r := httptest.NewRequest("GET", "/api/v1/pods", nil)
+		r.Header.Set("Accept", table)
+		out, err := c.negotiate(r, tables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{true: "Table", false: ""}[tables]; out.as != want {
+			t.Errorf("tables=%v: as=%q, want %q", tables, out.as, want)
+		}
+	}
+	for i := range 3 * maxNegotiated {
+		r := httptest.NewRequest("GET", "/api/v1/pods", nil)
+		r.Header.Set("Accept", fmt.Sprintf("application/json;q=0.%d", i))
+		if _, err := c.negotiate(r, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	c.negotiated.Range(func(any, any) bool { n++; return true })
+	if n != maxNegotiated || int(c.negotiatedCount.Load()) != n {
+		t.Errorf("remembered %d headers (count %d), want %d", n, c.negotiatedCount.Load(), maxNegotiated)
+	}
+}
+
+// BenchmarkNegotiate is the choice of a response's form for client-go's
+// protobuf Accept header, made twice on every create: remembered, and
+// parsed as it was before negotiate remembered answers.
+func BenchmarkNegotiate(b *testing.B) {
+	c := newCodecs(legacyscheme.Codecs)
+	const accept = "application/vnd.kubernetes.protobuf, */*"
+	r := httptest.NewRequest("POST", "/api/v1/namespaces/default/pods", nil)
+	r.Header.Set("Accept", accept)
+	b.Run("remembered", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.negotiate(r, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parsed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.negotiateAccept(accept, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

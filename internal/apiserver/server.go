@@ -30,6 +30,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/journey"
+	"github.com/skiff-sh/skiff/internal/workerpool"
 )
 
 // User is an authenticated caller.
@@ -138,7 +139,17 @@ type Server struct {
 	// flowControl, when set (SetFlowControl), serves authenticated
 	// requests through API Priority and Fairness.
 	flowControl http.Handler
+	// workers serve requests that end on their own (not watches or
+	// streams) on goroutines whose stacks have grown already.
+	workers *workerpool.Pool
 }
+
+// Request workers: enough for the requests API Priority and Fairness lets
+// run at once on a small server; an idle one ends after requestWorkerIdle.
+const (
+	maxRequestWorkers = 256
+	requestWorkerIdle = 10 * time.Second
+)
 
 // New validates the config and builds the server; Run must be called to
 // report it ready.
@@ -147,6 +158,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("apiserver: no resources")
 	}
 	s := &Server{
+		workers: workerpool.New(maxRequestWorkers, requestWorkerIdle),
 		cfg:     cfg,
 		codecs:  newCodecs(legacyscheme.Codecs),
 		clock:   cfg.Clock,
@@ -235,6 +247,21 @@ func (s *Server) Run(ctx context.Context) error {
 // ServeHTTP routes a request: health, version, discovery, OpenAPI, metrics
 // and resources.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	info := parseRequestInfo(r.Method, r.URL.Path, r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1")
+	if _, inProcess := inProcessUser(r.Context()); !inProcess && !isLongRunning(info) {
+		// net/http serves each request on a goroutine of its own, whose
+		// stack would grow, copy after copy, as deep as the request goes:
+		// a worker has grown it already. Watches and streams would hold a
+		// worker for their whole life, and in-process requests run on
+		// their caller's goroutine, which lives on.
+		s.workers.Run(func() { s.serveHTTP(w, r, info) })
+		return
+	}
+	s.serveHTTP(w, r, info)
+}
+
+// serveHTTP is ServeHTTP on the goroutine that serves the request.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, info requestInfo) {
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
@@ -245,7 +272,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	rec := s.metrics.begin(w)
-	info := parseRequestInfo(r.Method, r.URL.Path, r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1")
 	defer func() { s.metrics.end(rec, r, info) }()
 	w = rec
 	if strings.Contains(r.URL.RawQuery, "timeout=") && !isLongRunning(info) {

@@ -54,7 +54,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPodInfo) {
 
 	s.slots <- struct{}{}
 	s.inFlight.Add(1)
-	go func() {
+	s.binders.Go(func() {
 		defer func() {
 			<-s.slots
 			s.inFlight.Done()
@@ -82,7 +82,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, qp *queue.QueuedPodInfo) {
 		s.metrics.attempts.WithLabelValues(resultScheduled, s.cfg.SchedulerName).Inc()
 		s.metrics.attemptDuration.WithLabelValues(resultScheduled, s.cfg.SchedulerName).Observe(s.clock.Since(start).Seconds())
 		s.recorder.Eventf(&assumed, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %v/%v to %v", pod.Namespace, pod.Name, host)
-	}()
+	})
 }
 
 // bindThroughAPI binds with the pods/binding subresource.
