@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 
 	"github.com/skiff-sh/skiff/internal/app"
 	"github.com/skiff-sh/skiff/internal/scheduler"
@@ -751,8 +753,16 @@ func benchAdmissionOff(off ...string) []string {
 // controller but node-lifecycle (the benchmark's nodes have no kubelet: it
 // would rightly find them unreachable 60 s after they registered and taint
 // them, which a slow run reaches), changed by SKIFF_BENCH_CONTROLLERS
-// (e.g. "-ttl-controller").
+// (e.g. "-ttl-controller"), or none at all with SKIFF_BENCH_CONTROLLERS=none
+// (as builds before kube-controller-manager's controllers ran).
 func benchControllers() []string {
+	if os.Getenv("SKIFF_BENCH_CONTROLLERS") == "none" {
+		var c []string
+		for _, name := range kcm.KnownControllers() {
+			c = append(c, "-"+name)
+		}
+		return c
+	}
 	c := []string{"*", "-node-lifecycle-controller"}
 	if v := os.Getenv("SKIFF_BENCH_CONTROLLERS"); v != "" {
 		c = append(c, strings.Split(v, ",")...)
@@ -767,7 +777,7 @@ func benchControllers() []string {
 // steady state of a cluster of that size, not its registration. Returns
 // at once when the server runs no ttl controller (SKIFF_BENCH_CONTROLLERS).
 func waitNodeTTLsSettled(b *testing.B, cs kubernetes.Interface, numNodes int) {
-	if strings.Contains(os.Getenv("SKIFF_BENCH_CONTROLLERS"), "-ttl-controller") {
+	if slices.Contains(benchControllers(), "-ttl-controller") {
 		return
 	}
 	const ttlAnnotation = "node.alpha.kubernetes.io/ttl"
