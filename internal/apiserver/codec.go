@@ -29,15 +29,20 @@ type codecs struct {
 	protobuf    runtime.SerializerInfo
 
 	// negotiated remembers negotiate's answers by Accept header: clients
-	// send the same few headers on every request, and parsing one costs
-	// more than the rest of the choice. At most maxNegotiated headers are
-	// remembered, so that a client inventing headers cannot grow it.
+	// send the same few headers on every request. At most maxNegotiated
+	// headers are remembered, so that a client inventing headers cannot
+	// grow it.
 	negotiated      sync.Map // negotiationKey -> output
 	negotiatedCount atomic.Int32
 }
 
-// maxNegotiated bounds codecs.negotiated.
-const maxNegotiated = 64
+// codecs.negotiated holds at most maxNegotiated headers, none longer than
+// maxNegotiatedLength (clients' headers are far shorter: a request may
+// carry a megabyte of them, before it is even authenticated).
+const (
+	maxNegotiated       = 64
+	maxNegotiatedLength = 256
+)
 
 type negotiationKey struct {
 	accept string
@@ -84,14 +89,21 @@ func (c *codecs) negotiate(r *http.Request, tables bool) (output, error) {
 	if accept == "" {
 		return output{info: c.json}, nil
 	}
+	if len(accept) > maxNegotiatedLength {
+		return c.negotiateAccept(accept, tables)
+	}
 	key := negotiationKey{accept: accept, tables: tables}
 	if out, ok := c.negotiated.Load(key); ok {
 		return out.(output), nil
 	}
 	out, err := c.negotiateAccept(accept, tables)
-	if err == nil && c.negotiatedCount.Load() < maxNegotiated {
-		if _, loaded := c.negotiated.LoadOrStore(key, out); !loaded {
-			c.negotiatedCount.Add(1)
+	if err == nil {
+		// A place is taken before the answer is stored, so that callers
+		// at once cannot store more than maxNegotiated.
+		if c.negotiatedCount.Add(1) > maxNegotiated {
+			c.negotiatedCount.Add(-1)
+		} else if _, loaded := c.negotiated.LoadOrStore(key, out); loaded {
+			c.negotiatedCount.Add(-1)
 		}
 	}
 	return out, err

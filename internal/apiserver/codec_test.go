@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
@@ -76,6 +77,17 @@ func TestNegotiateRemembersBoundedly(t *testing.T) {
 	c.negotiated.Range(func(any, any) bool { n++; return true })
 	if n != maxNegotiated || int(c.negotiatedCount.Load()) != n {
 		t.Errorf("remembered %d headers (count %d), want %d", n, c.negotiatedCount.Load(), maxNegotiated)
+	}
+
+	// A long header is answered, and not remembered.
+	long := newCodecs(legacyscheme.Codecs)
+	r := httptest.NewRequest("GET", "/api/v1/pods", nil)
+	r.Header.Set("Accept", "application/json,"+strings.Repeat("x", maxNegotiatedLength))
+	if out, err := long.negotiate(r, true); err != nil || out.info.MediaType != mediaJSON {
+		t.Fatalf("long header: %s, %v; want %s", out.info.MediaType, err, mediaJSON)
+	}
+	if long.negotiatedCount.Load() != 0 {
+		t.Errorf("a header of %d bytes was remembered", len(r.Header.Get("Accept")))
 	}
 }
 

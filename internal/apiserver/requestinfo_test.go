@@ -1,6 +1,10 @@
 package apiserver
 
-import "testing"
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+)
 
 func TestParseRequestInfo(t *testing.T) {
 	tests := []struct {
@@ -34,6 +38,44 @@ func TestParseRequestInfo(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := parseRequestInfo(tt.method, tt.path, tt.watchParam); got != tt.want {
 				t.Errorf("parseRequestInfo(%s %s)\n got %+v\nwant %+v", tt.method, tt.path, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOnWorker(t *testing.T) {
+	tests := []struct {
+		name, method, target string
+		header               map[string]string
+		inProcess            bool
+		want                 bool
+	}{
+		{name: "create", method: "POST", target: "/api/v1/namespaces/default/pods", want: true},
+		{name: "list", method: "GET", target: "/api/v1/pods", want: true},
+		{name: "discovery", method: "GET", target: "/apis", want: true},
+		{name: "watch", method: "GET", target: "/api/v1/pods?watch=true"},
+		{name: "watch path", method: "GET", target: "/api/v1/watch/pods"},
+		{name: "log", method: "GET", target: "/api/v1/namespaces/default/pods/p/log?follow=true"},
+		{name: "exec", method: "POST", target: "/api/v1/namespaces/default/pods/p/exec?command=sh"},
+		{name: "service proxy", method: "GET", target: "/api/v1/namespaces/default/services/s/proxy/"},
+		{name: "upgrade of an aggregated API", method: "GET", target: "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/vm/console",
+			header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket"}},
+		{name: "profile", method: "GET", target: "/debug/pprof/profile?seconds=30"},
+		{name: "in-process", method: "POST", target: "/api/v1/namespaces/default/pods", inProcess: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, tt.target, nil)
+			for k, v := range tt.header {
+				r.Header.Set(k, v)
+			}
+			if tt.inProcess {
+				r = r.WithContext(context.WithValue(r.Context(), inProcessUserKey{}, User{Name: "system:kube-scheduler"}))
+			}
+			q := r.URL.Query().Get("watch")
+			info := parseRequestInfo(r.Method, r.URL.Path, q == "true" || q == "1")
+			if got := onWorker(r, info); got != tt.want {
+				t.Errorf("onWorker = %v, want %v", got, tt.want)
 			}
 		})
 	}

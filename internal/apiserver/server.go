@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/audit"
@@ -248,16 +249,24 @@ func (s *Server) Run(ctx context.Context) error {
 // and resources.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := parseRequestInfo(r.Method, r.URL.Path, r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1")
-	if _, inProcess := inProcessUser(r.Context()); !inProcess && !isLongRunning(info) {
-		// net/http serves each request on a goroutine of its own, whose
-		// stack would grow, copy after copy, as deep as the request goes:
-		// a worker has grown it already. Watches and streams would hold a
-		// worker for their whole life, and in-process requests run on
-		// their caller's goroutine, which lives on.
+	if onWorker(r, info) {
 		s.workers.Run(func() { s.serveHTTP(w, r, info) })
 		return
 	}
 	s.serveHTTP(w, r, info)
+}
+
+// onWorker says whether a request is served on a request worker. net/http
+// serves each request on a goroutine of its own, whose stack would grow,
+// copy after copy, as deep as the request goes: a worker has grown it
+// already. Watches, streams, upgraded connections (an aggregated API's
+// console, say) and profiles would hold a worker for as long as they last,
+// and in-process requests run on their caller's goroutine, which lives on.
+func onWorker(r *http.Request, info requestInfo) bool {
+	if _, inProcess := inProcessUser(r.Context()); inProcess {
+		return false
+	}
+	return !isLongRunning(info) && !httpstream.IsUpgradeRequest(r) && !strings.HasPrefix(r.URL.Path, "/debug/pprof/")
 }
 
 // serveHTTP is ServeHTTP on the goroutine that serves the request.

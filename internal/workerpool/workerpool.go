@@ -154,6 +154,7 @@ func (p *Pool) work(w *worker, j job) {
 		if j.done != nil {
 			j.done <- v
 		}
+		j = job{} // an idle worker holds nothing of its last job
 		idle.Reset(p.idleTimeout)
 		select {
 		case j = <-w.jobs:
