@@ -32,7 +32,8 @@ func newStatusManager(k *Kubelet) *statusManager {
 }
 
 // withLatest returns a copy of pod carrying the newest status known:
-// the informer's, or the one last patched when the informer lags.
+// the informer's, with what the kubelet last patched where the informer
+// may lag (a terminal phase, the kubelet's conditions, container statuses).
 func (m *statusManager) withLatest(pod *corev1.Pod) *corev1.Pod {
 	pod = pod.DeepCopy()
 	m.mu.Lock()
@@ -61,9 +62,15 @@ func (m *statusManager) withLatest(pod *corev1.Pod) *corev1.Pod {
 			pod.Status.Conditions = append(pod.Status.Conditions, lc)
 		}
 	}
-	if len(pod.Status.ContainerStatuses) == 0 {
+	// Container statuses are the kubelet's alone, so the ones it last
+	// patched are the newest: the informer's can lag, and a log request
+	// made as soon as the API server had the pod Succeeded found its
+	// container still waiting (ContainerCreating) here.
+	if len(last.ContainerStatuses)+len(last.InitContainerStatuses)+len(last.EphemeralContainerStatuses) > 0 {
+		last := last.DeepCopy()
 		pod.Status.ContainerStatuses = last.ContainerStatuses
 		pod.Status.InitContainerStatuses = last.InitContainerStatuses
+		pod.Status.EphemeralContainerStatuses = last.EphemeralContainerStatuses
 	}
 	return pod
 }

@@ -82,6 +82,17 @@ func (k *Kubelet) mountVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 	case v.HostPath != nil:
 		return setupHostPath(v.HostPath)
 	case v.EmptyDir != nil:
+		// Set up once, as upstream's emptyDir marks itself ready: the
+		// ownership step would otherwise give what the containers made
+		// since group write on every sync.
+		ready := emptyDirReadyPath(dir)
+		if _, err := os.Stat(ready); err == nil {
+			_, statErr := os.Stat(dir)
+			if statErr == nil && (v.EmptyDir.Medium != corev1.StorageMediumMemory || isMountPoint(dir)) {
+				return nil
+			}
+			_ = os.Remove(ready)
+		}
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return err
 		}
@@ -99,9 +110,11 @@ func (k *Kubelet) mountVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Vo
 		if g := podFSGroup(pod); g != nil {
 			// A writable volume: what the pod's containers make in it
 			// inherits the group (setgid).
-			return setVolumeOwnership(dir, *g, false)
+			if err := setVolumeOwnership(dir, *g, false); err != nil {
+				return err
+			}
 		}
-		return nil
+		return os.WriteFile(ready, nil, 0o600)
 	case v.ConfigMap != nil:
 		files, err := k.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
 		if err != nil {
@@ -460,6 +473,13 @@ func podFSGroup(pod *corev1.Pod) *int64 {
 		return sc.FSGroup
 	}
 	return nil
+}
+
+// emptyDirReadyPath is the marker of an emptyDir volume set up: beside its
+// directory, a name no volume has (names are DNS labels), removed with the
+// pod's volumes.
+func emptyDirReadyPath(dir string) string {
+	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".ready")
 }
 
 // setVolumeOwnership gives everything under root (root included) the group

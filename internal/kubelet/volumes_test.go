@@ -212,3 +212,59 @@ func deref(p *int64) any {
 	}
 	return *p
 }
+
+// TestEmptyDirSetUpOnce: an emptyDir is set up (mode, fsGroup) when the
+// pod first syncs; what its containers make later keeps its mode on the
+// syncs after, as with upstream's emptyDir, which marks itself ready (the
+// ownership step ran on every sync and gave a file made 0644 group write).
+func TestEmptyDirSetUpOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing owners needs root")
+	}
+	k := &Kubelet{cfg: Config{DataDir: t.TempDir()}}
+	group := int64(2001)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-1"},
+		Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{FSGroup: &group},
+			Volumes:         []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	v := &pod.Spec.Volumes[0]
+	if err := k.mountVolume(context.Background(), pod, v); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := k.volumePath(pod, "scratch")
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := os.ModeDir | os.ModeSetgid | 0o777; fi.Mode() != want || fi.Sys().(*syscall.Stat_t).Gid != uint32(group) {
+		t.Fatalf("emptyDir: mode %v gid %d, want %v %d", fi.Mode(), fi.Sys().(*syscall.Stat_t).Gid, want, group)
+	}
+	made := filepath.Join(dir, "made")
+	if err := os.WriteFile(made, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(made, 0o644); err != nil { // whatever the test's umask
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := k.mountVolume(context.Background(), pod, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fi, err := os.Stat(made); err != nil || fi.Mode() != 0o644 {
+		t.Fatalf("a file made in the emptyDir after its set-up: %v, %v; want mode 0644", fi.Mode(), err)
+	}
+	// Removed by hand (ready marker left): set up again.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.mountVolume(context.Background(), pod, v); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode() != os.ModeDir|os.ModeSetgid|0o777 {
+		t.Fatalf("emptyDir set up again: %v, %v", fi.Mode(), err)
+	}
+}

@@ -34,9 +34,10 @@ func (e *podsEnv) testFSGroupVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	user, group, mode := int64(1000), int64(1001), int32(0o440)
-	// The file made in the emptyDir is checked for its owner and group;
-	// its mode bits are the umask's, which the runtime inherits (664 in one
-	// CI run of 2026-12-06, 644 in the others): the script sets its own.
+	// The file made in the emptyDir keeps the mode it was made with (664
+	// in two CI runs of 2026-12-06: the kubelet gave the emptyDir's files
+	// group write again on every sync, after the container had made it;
+	// the script's umask is the runtime's default, set to be sure).
 	script := `for f in /secret/password /config/level; do echo "== $f $(stat -L -c '%a %u %g' $f)"; cat $f; echo; done
 umask 022; echo made > /scratch/made; echo "== /scratch $(stat -c '%a %u %g' /scratch)"; echo "== /scratch/made $(stat -c '%a %u %g' /scratch/made)"; echo "== end"`
 	pod := &corev1.Pod{
