@@ -32,44 +32,28 @@ func newBoundedSink(sink events.EventSink, n int) *boundedSink {
 	return &boundedSink{sink: sink, slots: make(chan struct{}, n), workers: workerpool.New(n, eventWriterIdle)}
 }
 
-func (b *boundedSink) acquire(ctx context.Context) error {
+// write runs one write of the sink on a worker once a slot is free.
+func (b *boundedSink) write(ctx context.Context, call func() (*eventsv1.Event, error)) (*eventsv1.Event, error) {
 	select {
 	case b.slots <- struct{}{}:
-		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
+	defer func() { <-b.slots }()
+	var out *eventsv1.Event
+	var err error
+	b.workers.Run(func() { out, err = call() })
+	return out, err
 }
 
 func (b *boundedSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	if err := b.acquire(ctx); err != nil {
-		return nil, err
-	}
-	defer func() { <-b.slots }()
-	var out *eventsv1.Event
-	var err error
-	b.workers.Run(func() { out, err = b.sink.Create(ctx, e) })
-	return out, err
+	return b.write(ctx, func() (*eventsv1.Event, error) { return b.sink.Create(ctx, e) })
 }
 
 func (b *boundedSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	if err := b.acquire(ctx); err != nil {
-		return nil, err
-	}
-	defer func() { <-b.slots }()
-	var out *eventsv1.Event
-	var err error
-	b.workers.Run(func() { out, err = b.sink.Update(ctx, e) })
-	return out, err
+	return b.write(ctx, func() (*eventsv1.Event, error) { return b.sink.Update(ctx, e) })
 }
 
 func (b *boundedSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	if err := b.acquire(ctx); err != nil {
-		return nil, err
-	}
-	defer func() { <-b.slots }()
-	var out *eventsv1.Event
-	var err error
-	b.workers.Run(func() { out, err = b.sink.Patch(ctx, e, data) })
-	return out, err
+	return b.write(ctx, func() (*eventsv1.Event, error) { return b.sink.Patch(ctx, e, data) })
 }
