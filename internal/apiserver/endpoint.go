@@ -241,6 +241,30 @@ func (ep *endpoint) toHub(obj runtime.Object) (runtime.Object, error) {
 	return out, nil
 }
 
+// unsafeConvertor converts without copying its input first; a
+// runtime.Scheme is one.
+type unsafeConvertor interface {
+	UnsafeConvertToVersion(runtime.Object, runtime.GroupVersioner) (runtime.Object, error)
+}
+
+// toHubSharing converts obj, an object of the served version decoded for
+// this request alone, to REST's version as toHub does, without first
+// copying it as toHub must: the result may share memory with obj, so obj
+// may be read only until the result is changed, and never changed itself.
+// A request's body is converted so, saving a deep copy of every object
+// written.
+func (ep *endpoint) toHubSharing(obj runtime.Object) (runtime.Object, error) {
+	c, ok := ep.res.Kinds.(unsafeConvertor)
+	if !ok {
+		return ep.toHub(obj)
+	}
+	out, err := c.UnsafeConvertToVersion(obj, ep.hub)
+	if err != nil {
+		return nil, fmt.Errorf("convert %s to %s: %w", ep.gvk, ep.hub, err)
+	}
+	return out, nil
+}
+
 // fromStored converts a stored object (read from Resource.Stored) to the
 // served version. Objects kept in the served version are returned as
 // they are: they may be shared and must not be modified. A custom

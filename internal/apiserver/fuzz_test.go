@@ -39,7 +39,7 @@ func FuzzCreateBody(f *testing.F) {
 			}
 			return
 		}
-		hub, err := ep.toHub(obj)
+		hub, err := ep.toHubSharing(obj)
 		if err != nil {
 			t.Fatalf("a decoded pod does not convert: %v", err)
 		}

@@ -300,7 +300,7 @@ func (p *patchRequest) jsonPatch(ctx context.Context, current runtime.Object) (r
 		addStrictDecodingWarnings(ctx, strictErrs)
 	}
 	p.ep.res.Kinds.Default(obj)
-	return p.ep.toHub(obj)
+	return p.ep.toHubSharing(obj)
 }
 
 // strategicMerge applies a strategic merge patch, with the served kind's
@@ -363,7 +363,7 @@ func (p *patchRequest) strategicMerge(ctx context.Context, current runtime.Objec
 		addStrictDecodingWarnings(ctx, strictErrs)
 	}
 	p.ep.res.Kinds.Default(obj)
-	return p.ep.toHub(obj)
+	return p.ep.toHubSharing(obj)
 }
 
 // apply serves a server-side apply patch on current (an empty object when

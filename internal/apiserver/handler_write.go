@@ -227,7 +227,7 @@ func (ep *endpoint) create(w http.ResponseWriter, r *http.Request, info requestI
 	}
 	dedupOwnerReferences(ctx, obj, false)
 	manager := fieldManagerName(r, opts.FieldManager)
-	hubObj, err := ep.toHub(obj)
+	hubObj, err := ep.toHubSharing(obj)
 	if err != nil {
 		return err
 	}
@@ -324,7 +324,7 @@ func (ep *endpoint) createSub(w http.ResponseWriter, r *http.Request, info reque
 			return err
 		}
 	}
-	hubObj, err := ep.toHub(obj)
+	hubObj, err := ep.toHubSharing(obj)
 	if err != nil {
 		return err
 	}
@@ -377,7 +377,7 @@ func (ep *endpoint) update(w http.ResponseWriter, r *http.Request, info requestI
 		return err
 	}
 	dedupOwnerReferences(ctx, obj, false)
-	hubObj, err := ep.toHub(obj)
+	hubObj, err := ep.toHubSharing(obj)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,13 @@ func BenchmarkManagedFieldsCreate(b *testing.B) {
 			hubOf(benchCreatePod())
 		}
 	})
+	b.Run("convert-to-internal-sharing", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := h.toHubSharing(benchCreatePod()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("totyped-fieldset", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			p := benchCreatePod()
