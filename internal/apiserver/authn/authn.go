@@ -22,7 +22,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/request/websocket"
-	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
 	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	typedv1core "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -103,6 +102,8 @@ type Authenticator struct {
 	// system:authenticated added; nil without one.
 	frontProxyCA *x509.Certificate
 	frontProxy   authenticator.Request
+	// certs remembers the users of the client certificates in use.
+	certs certUsers
 }
 
 // New validates cfg and builds the authenticator chain.
@@ -186,7 +187,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (apiserver.User, bool) {
 		}
 	}
 	if a.clientCA == nil || verifiedBy(r, a.clientCA) {
-		if u, ok := clientCert(r); ok {
+		if u, ok := a.clientCert(r); ok {
 			return u, true
 		}
 	}
@@ -245,15 +246,14 @@ func verifiedBy(r *http.Request, root *x509.Certificate) bool {
 // kube-apiserver's x509 authenticator's rules (k8s.io/apiserver's
 // CommonNameUserConversion): the common name is the user, the
 // organizations its groups, the certificate's hash its credential id.
-func clientCert(r *http.Request) (apiserver.User, bool) {
+func (a *Authenticator) clientCert(r *http.Request) (apiserver.User, bool) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
 		return apiserver.User{}, false
 	}
-	resp, ok, err := x509request.CommonNameUserConversion.User(r.TLS.PeerCertificates)
-	if err != nil || !ok {
+	u, ok, err := a.certs.userOf(r.TLS.PeerCertificates[0])
+	if !ok {
 		slog.Debug("unable to authenticate the request's client certificate", "method", r.Method, "path", r.URL.Path, "err", err)
 		return apiserver.User{}, false
 	}
-	u := resp.User
-	return apiserver.User{Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}, true
+	return u, true
 }
