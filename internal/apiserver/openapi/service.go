@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -496,7 +497,15 @@ func (d *v3Defs) get() (map[string]common.OpenAPIDefinition, func(string) (strin
 		d.builds++
 	}
 	if d.drop == nil {
-		d.drop = time.AfterFunc(d.keep, d.release)
+		// The pending timer holds d weakly: the definitions of a server
+		// that is gone (a stopped server in a process that runs more) go
+		// with it, not v3DefsKept later.
+		wd := weak.Make(d)
+		d.drop = time.AfterFunc(d.keep, func() {
+			if d := wd.Value(); d != nil {
+				d.release()
+			}
+		})
 	} else {
 		d.drop.Reset(d.keep)
 	}

@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	openapi_v2 "github.com/google/gnostic-models/openapiv2"
 	"google.golang.org/protobuf/proto"
@@ -628,6 +630,30 @@ func TestV3DefinitionsDropped(t *testing.T) {
 	}
 	if n, _ := name("k8s.io/api/core/v1.Pod"); n != "io.k8s.api.core.v1.Pod" {
 		t.Errorf("name of the pod's definition = %q", n)
+	}
+}
+
+// TestV3DefinitionsGoWithTheirService: definitions whose keep time has
+// not run out yet are collected with the service that made them (a
+// stopped server's), not held by the pending timer.
+func TestV3DefinitionsGoWithTheirService(t *testing.T) {
+	scheme, err := newScheme(testResources(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &v3Defs{namer: newDefinitionNamer(scheme), keep: time.Hour}
+	if defs, _ := d.get(); len(defs) == 0 {
+		t.Fatal("no definitions")
+	}
+	gone := weak.Make(d)
+	d = nil
+	deadline := time.Now().Add(10 * time.Second)
+	for gone.Value() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("definitions nobody uses are still held, by their timer")
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
