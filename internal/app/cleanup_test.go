@@ -1,12 +1,14 @@
 package app
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestUnescapeMountPath(t *testing.T) {
@@ -55,5 +57,19 @@ func testProcess(t *testing.T, arg string) int {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	// Start returns once the child has called execve, and the kernel
+	// sets the new program's arguments up a moment after that: until
+	// then /proc/<pid>/cmdline reads empty.
+	cmdline := fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(cmdline); err == nil && strings.Contains(string(b), arg) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not name %s", cmdline, arg)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return cmd.Process.Pid
 }
