@@ -249,10 +249,12 @@ type unsafeConvertor interface {
 
 // toHubSharing converts obj, an object of the served version decoded for
 // this request alone, to REST's version as toHub does, without first
-// copying it as toHub must: the result may share memory with obj, so obj
-// may be read only until the result is changed, and never changed itself.
-// A request's body is converted so, saving a deep copy of every object
-// written.
+// copying it as toHub must. obj is given up: the result may share memory
+// with it, and the conversion itself may change it (a Secret's stringData
+// is merged into the data map both share), so afterwards obj may only be
+// read, and only until the result is changed; the caller must not change
+// it. A request's body is converted so, saving a deep copy of every
+// object written.
 func (ep *endpoint) toHubSharing(obj runtime.Object) (runtime.Object, error) {
 	c, ok := ep.res.Kinds.(unsafeConvertor)
 	if !ok {

@@ -34,8 +34,9 @@ func testEndpoint(t testing.TB, key string) *endpoint {
 	return nil
 }
 
-// decodeCreate decodes and defaults a create body as the create handler
-// does, and returns it in the served version and in REST's.
+// decodeCreate decodes, defaults and converts a create body as the create
+// handler does (the conversion shares memory with the served object), and
+// returns it in the served version and in REST's.
 func decodeCreate(t testing.TB, ep *endpoint, body string) (served, hub runtime.Object) {
 	t.Helper()
 	r := httptest.NewRequest("POST", "/", strings.NewReader("")).WithContext(context.Background())
@@ -44,7 +45,7 @@ func decodeCreate(t testing.TB, ep *endpoint, body string) (served, hub runtime.
 	if err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}
-	hub, err = ep.toHub(obj)
+	hub, err = ep.toHubSharing(obj)
 	if err != nil {
 		t.Fatalf("convert %s: %v", body, err)
 	}

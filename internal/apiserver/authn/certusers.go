@@ -16,7 +16,9 @@ import (
 // alone (its common name, organizations and UID, and its SHA-256 hash as
 // the credential id), again on every request; a connection's requests all
 // present the same parsed certificate, so its user is made once, and
-// forgotten when the certificate is collected with its connections.
+// forgotten when the certificate is collected with its connections. The
+// conversion's feature gates (a UID taken from the certificate) are read
+// when a certificate is first seen, as they are set once, at start.
 type certUsers struct {
 	mu    sync.Mutex
 	users map[weak.Pointer[x509.Certificate]]apiserver.User
