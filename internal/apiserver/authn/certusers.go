@@ -60,10 +60,3 @@ func (c *certUsers) forget(key weak.Pointer[x509.Certificate]) {
 	delete(c.users, key)
 	c.mu.Unlock()
 }
-
-// len is how many certificates' users are remembered.
-func (c *certUsers) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.users)
-}

@@ -75,3 +75,10 @@ func TestCertUsersForgetCollected(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// len is how many certificates' users are remembered.
+func (c *certUsers) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.users)
+}
