@@ -701,7 +701,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		}
 		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
 			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug, direct: api}
-		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), journeys); err != nil {
+		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), lendInformers(gctx, apiInformers), journeys); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
@@ -741,7 +741,8 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 				serverURL, kubeconfigPath, self, kubeconfigPath, self)
 		}
 		if cfg.OnReady != nil {
-			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: inProcess, DirectListWatch: api.DirectListWatch})
+			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: inProcess, DirectListWatch: api.DirectListWatch,
+				Informers: lendInformers(gctx, apiInformers)})
 		}
 		return nil
 	})
@@ -779,6 +780,10 @@ type ReadyServer struct {
 	// API server's storage, as the shared informers of the busiest
 	// resources in this process do.
 	DirectListWatch func(gvr schema.GroupVersionResource, namespace string) *cache.ListWatch
+	// Informers is the server's shared informer factory as its scheduler
+	// gets it: informers read from the storage directly, started for the
+	// server's lifetime whatever context their user starts them with.
+	Informers informers.SharedInformerFactory
 }
 
 // SchedulerClientConfig is the client config of the server's scheduler
@@ -794,8 +799,9 @@ func SchedulerClientConfig(rc *rest.Config) *rest.Config {
 
 // startControllers runs kube-controller-manager's controllers (see
 // controllerManager) in g, over rc's in-process transport, and the
-// scheduler over schedRC's.
-func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerManager, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config, journeys *journey.Recorder) error {
+// scheduler over schedRC's, with the informers of schedInformers (the API
+// server's, lent: one cache of pods, nodes and namespaces for both).
+func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerManager, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config, schedInformers informers.SharedInformerFactory, journeys *journey.Recorder) error {
 	g.Go(func() error { return cm.run(ctx, cs) })
 	if !withScheduler {
 		return nil
@@ -804,12 +810,7 @@ func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerMana
 	if err != nil {
 		return err
 	}
-	// Its informers as the controllers', straight from the storage.
-	var factory informers.SharedInformerFactory = informers.NewSharedInformerFactory(schedClient, 0)
-	if cm.direct != nil {
-		factory = directInformers(factory, cm.direct)
-	}
-	sched, err := scheduler.New(scheduler.Config{Client: schedClient, Informers: factory, Registry: metrics, Journey: journeys})
+	sched, err := scheduler.New(scheduler.Config{Client: schedClient, Informers: schedInformers, Registry: metrics, Journey: journeys})
 	if err != nil {
 		return err
 	}

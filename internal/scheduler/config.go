@@ -27,10 +27,13 @@ type Config struct {
 	// and should speak protobuf.
 	Client kubernetes.Interface
 	// Informers is the shared informer factory to take the pod, node and
-	// namespace informers from. New requests the informers, so New must run
-	// before the factory is started; Run starts it as well (harmless when
-	// already started). When nil the scheduler makes a factory of its own
-	// from Client.
+	// namespace informers from, when they are shared with others (the API
+	// server's, in skiff server). New requests the informers and adds its
+	// event handlers, which an informer already running takes as well; Run
+	// starts the factory (harmless when already started) and takes its
+	// handlers off the informers when it returns, leaving them to their
+	// other users. When nil the scheduler makes a factory of its own from
+	// Client.
 	Informers informers.SharedInformerFactory
 	// Recorder records the scheduler's events. When nil the scheduler
 	// records events.k8s.io/v1 events through Client as "default-scheduler".

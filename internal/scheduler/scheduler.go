@@ -47,6 +47,9 @@ type Scheduler struct {
 	factory     informers.SharedInformerFactory
 	podLister   corelisters.PodLister
 	synced      []toolscache.InformerSynced
+	// handlers are the scheduler's registrations on informers it does not
+	// own (Config.Informers), removed when Run returns.
+	handlers []handlerRegistration
 	broadcaster events.EventBroadcaster // own broadcaster, when Config.Recorder is nil
 	recorder    events.EventRecorder
 
@@ -143,7 +146,26 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	s.synced = []toolscache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, namespaces.Informer().HasSynced}
+	if cfg.Informers != nil {
+		s.handlers = []handlerRegistration{{pods.Informer(), podReg}, {nodes.Informer(), nodeReg}}
+	}
 	return s, nil
+}
+
+// handlerRegistration is an event handler registered on an informer.
+type handlerRegistration struct {
+	informer     toolscache.SharedIndexInformer
+	registration toolscache.ResourceEventHandlerRegistration
+}
+
+// removeHandlers takes the scheduler's event handlers off the informers it
+// shares with others, which go on without it.
+func (s *Scheduler) removeHandlers() {
+	for _, h := range s.handlers {
+		if err := h.informer.RemoveEventHandler(h.registration); err != nil {
+			s.log.Warn("removing an event handler", "err", err)
+		}
+	}
 }
 
 // Run starts the informers, waits for their caches, and schedules until
@@ -151,6 +173,7 @@ func New(cfg Config) (*Scheduler, error) {
 // When leadership is lost it stops scheduling, lets its bindings finish and
 // campaigns again. It returns nil when ctx ends after a clean start.
 func (s *Scheduler) Run(ctx context.Context) error {
+	defer s.removeHandlers()
 	if s.broadcaster != nil {
 		if err := s.broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 			return fmt.Errorf("scheduler events: %w", err)

@@ -8,9 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"io"
+	"log/slog"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 
 	"github.com/skiff-sh/skiff/internal/scheduler/fixture"
 )
@@ -193,5 +197,59 @@ func TestLeaderElection(t *testing.T) {
 	cancel2()
 	if err := <-done2; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSharedInformersOutliveScheduler runs a scheduler on informers it
+// shares (as skiff server's scheduler shares the API server's): it
+// schedules with them, and once stopped the informers go on for their
+// owner without the scheduler's handlers.
+func TestSharedInformersOutliveScheduler(t *testing.T) {
+	f := newFakeCluster(t, fixture.Node("node-1").Capacity("2", "4Gi", 110).Obj())
+	factory := informers.NewSharedInformerFactory(f.cs, 0)
+	s, err := New(Config{
+		Client: f.cs, Informers: factory, Recorder: &recorder{}, Parallelism: 2,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		LeaderElection: LeaderElection{Disabled: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownerCtx, stopOwner := context.WithCancel(context.Background())
+	defer factory.Shutdown()
+	defer stopOwner()
+	factory.StartWithContext(ownerCtx)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	f.create(fixture.Pod("before").Obj())
+	eventually(t, 30*time.Second, "pod bound", func() bool { return f.pod("before").Spec.NodeName != "" })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("scheduler did not stop")
+	}
+
+	pods := factory.Core().V1().Pods()
+	if pods.Informer().IsStopped() {
+		t.Fatal("the scheduler's stop stopped the shared pod informer")
+	}
+	f.create(fixture.Pod("after").Obj())
+	eventually(t, 30*time.Second, "the owner's informer sees the new pod", func() bool {
+		_, err := pods.Lister().Pods("default").Get("after")
+		return err == nil
+	})
+	// A handler left on the informer would take the pod within
+	// microseconds of the store; give it far longer than that.
+	after := f.pod("after")
+	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if s.queue.Has(after) {
+			t.Fatal("the stopped scheduler's handlers still take the shared informer's pods")
+		}
 	}
 }

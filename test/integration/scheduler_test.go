@@ -59,7 +59,7 @@ func schedClient(t testing.TB, c *framework.Cluster) kubernetes.Interface {
 
 // startScheduler runs a scheduler in the test process against c until the
 // test ends. It reaches the API server as the server's own scheduler does:
-// in-process, protobuf, without rate limit.
+// in-process, protobuf, without rate limit, its informers the server's.
 func startScheduler(t testing.TB, c *framework.Cluster, mutate func(*scheduler.Config)) *scheduler.Scheduler {
 	t.Helper()
 	client, err := kubernetes.NewForConfig(app.SchedulerClientConfig(c.InProcessConfig("system:kube-scheduler")))
@@ -68,6 +68,7 @@ func startScheduler(t testing.TB, c *framework.Cluster, mutate func(*scheduler.C
 	}
 	cfg := scheduler.Config{
 		Client:        client,
+		Informers:     c.Informers,
 		SchedulerName: testSchedulerName,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		LeaderElection: scheduler.LeaderElection{

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -78,6 +79,9 @@ type Cluster struct {
 	// DirectListWatch lists and watches a resource straight from the
 	// API server's storage, as the server's busiest informers do.
 	DirectListWatch func(gvr schema.GroupVersionResource, namespace string) *cache.ListWatch
+	// Informers is the server's shared informer factory as the server's
+	// own scheduler gets it (app.ReadyServer.Informers).
+	Informers informers.SharedInformerFactory
 }
 
 // NewCluster starts a control plane on a free loopback port with a fresh
@@ -115,7 +119,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 				Controllers: opts.Controllers, NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 			},
 			OnReady: func(r app.ReadyServer) {
-				c.URL, c.Kubeconfig, c.InProcessConfig, c.DirectListWatch = r.URL, r.Kubeconfig, r.InProcessConfig, r.DirectListWatch
+				c.URL, c.Kubeconfig, c.InProcessConfig, c.DirectListWatch, c.Informers = r.URL, r.Kubeconfig, r.InProcessConfig, r.DirectListWatch, r.Informers
 				close(ready)
 			},
 		})
