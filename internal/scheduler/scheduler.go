@@ -44,12 +44,12 @@ type Scheduler struct {
 	client kubernetes.Interface
 	clock  clock.WithTicker
 
-	factory     informers.SharedInformerFactory
-	podLister   corelisters.PodLister
-	synced      []toolscache.InformerSynced
+	factory   informers.SharedInformerFactory
+	podLister corelisters.PodLister
+	synced    []toolscache.InformerSynced
 	// handlers are the scheduler's registrations on informers it does not
 	// own (Config.Informers), removed when Run returns.
-	handlers []handlerRegistration
+	handlers    []handlerRegistration
 	broadcaster events.EventBroadcaster // own broadcaster, when Config.Recorder is nil
 	recorder    events.EventRecorder
 
