@@ -32,7 +32,18 @@ func TestLentInformersRunForTheServer(t *testing.T) {
 		t.Fatal("informers did not sync")
 	}
 	stopComponent()
-	lent.Shutdown()
+	// The component's Shutdown returns at once: the informers are not its
+	// to wait for.
+	shut := make(chan struct{})
+	go func() {
+		lent.Shutdown()
+		close(shut)
+	}()
+	select {
+	case <-shut:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the component's Shutdown waited for the server's informers")
+	}
 
 	if _, err := cs.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

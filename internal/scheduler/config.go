@@ -28,12 +28,14 @@ type Config struct {
 	Client kubernetes.Interface
 	// Informers is the shared informer factory to take the pod, node and
 	// namespace informers from, when they are shared with others (the API
-	// server's, in skiff server). New requests the informers and adds its
-	// event handlers, which an informer already running takes as well; Run
-	// starts the factory (harmless when already started) and takes its
-	// handlers off the informers when it returns, leaving them to their
-	// other users. When nil the scheduler makes a factory of its own from
-	// Client.
+	// server's, lent, in skiff server). New requests the informers and adds
+	// its event handlers, which an informer already running takes as well;
+	// Run starts the factory (harmless when already started) and takes its
+	// handlers off the informers when it returns, so Run runs once. The
+	// informers go on for their other users when the owner started them
+	// or lent the factory (internal/app's lendInformers); those Run starts
+	// itself otherwise stop with its context. When nil the scheduler makes
+	// a factory of its own from Client.
 	Informers informers.SharedInformerFactory
 	// Recorder records the scheduler's events. When nil the scheduler
 	// records events.k8s.io/v1 events through Client as "default-scheduler".

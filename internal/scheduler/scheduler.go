@@ -143,6 +143,7 @@ func New(cfg Config) (*Scheduler, error) {
 		AddFunc: s.onNodeAdd, UpdateFunc: s.onNodeUpdate, DeleteFunc: s.onNodeDelete,
 	})
 	if err != nil {
+		_ = pods.Informer().RemoveEventHandler(podReg)
 		return nil, err
 	}
 	s.synced = []toolscache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, namespaces.Informer().HasSynced}

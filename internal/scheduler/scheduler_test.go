@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
-
-	"io"
-	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -206,7 +205,21 @@ func TestLeaderElection(t *testing.T) {
 // owner without the scheduler's handlers.
 func TestSharedInformersOutliveScheduler(t *testing.T) {
 	f := newFakeCluster(t, fixture.Node("node-1").Capacity("2", "4Gi", 110).Obj())
+	// The owner's informers run before the scheduler comes, as the API
+	// server's do.
 	factory := informers.NewSharedInformerFactory(f.cs, 0)
+	ownerCtx, stopOwner := context.WithCancel(context.Background())
+	defer factory.Shutdown()
+	defer stopOwner()
+	factory.Core().V1().Pods().Informer()
+	factory.Core().V1().Nodes().Informer()
+	factory.Core().V1().Namespaces().Informer()
+	factory.StartWithContext(ownerCtx)
+	for typ, ok := range factory.WaitForCacheSync(ownerCtx.Done()) {
+		if !ok {
+			t.Fatalf("%v did not sync", typ)
+		}
+	}
 	s, err := New(Config{
 		Client: f.cs, Informers: factory, Recorder: &recorder{}, Parallelism: 2,
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -215,12 +228,9 @@ func TestSharedInformersOutliveScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ownerCtx, stopOwner := context.WithCancel(context.Background())
-	defer factory.Shutdown()
-	defer stopOwner()
-	factory.StartWithContext(ownerCtx)
 
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	f.create(fixture.Pod("before").Obj())
