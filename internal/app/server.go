@@ -699,9 +699,12 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := hooks.wait(gctx); err != nil {
 			return err
 		}
+		// The API server's informers, lent to its scheduler (and to tests'
+		// schedulers through ReadyServer).
+		lentInformers := lendInformers(gctx, apiInformers)
 		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
 			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug, direct: api}
-		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), lendInformers(gctx, apiInformers), journeys); err != nil {
+		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), lentInformers, journeys); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
@@ -742,7 +745,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		}
 		if cfg.OnReady != nil {
 			cfg.OnReady(ReadyServer{URL: serverURL, Kubeconfig: kubeconfigPath, InProcessConfig: inProcess, DirectListWatch: api.DirectListWatch,
-				Informers: lendInformers(gctx, apiInformers)})
+				Informers: lentInformers})
 		}
 		return nil
 	})
