@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/fakeruntime"
@@ -118,4 +120,45 @@ func runKubelet(t *testing.T, cfg Config) *Kubelet {
 		<-done
 	})
 	return k
+}
+
+// TestNodeRegisteredWithStatus: the kubelet creates its Node with
+// capacity, allocatable and conditions, so the scheduler never sees a
+// registered node with room for nothing.
+func TestNodeRegisteredWithStatus(t *testing.T) {
+	rt := fakeruntime.New(fakeruntime.Options{})
+	cs := fake.NewClientset()
+	var createdStatus *corev1.NodeStatus
+	cs.PrependReactor("create", "nodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		n := action.(clienttesting.CreateAction).GetObject().(*corev1.Node)
+		createdStatus = n.Status.DeepCopy()
+		return false, nil, nil
+	})
+	k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(),
+		Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, ImageFsStat: rt.ImageFsStat, NodeIP: "192.0.2.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.hostIPs = []string{k.nodeIP()} // as Run sets it
+	if err := k.tryRegister(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if createdStatus == nil {
+		t.Fatal("the node was not created")
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+		if q, ok := createdStatus.Allocatable[name]; !ok || q.IsZero() {
+			t.Errorf("allocatable %s = %v at creation, want the machine's", name, createdStatus.Allocatable)
+		}
+		if q, ok := createdStatus.Capacity[name]; !ok || q.IsZero() {
+			t.Errorf("capacity %s = %v at creation, want the machine's", name, createdStatus.Capacity)
+		}
+	}
+	ready := false
+	for _, c := range createdStatus.Conditions {
+		ready = ready || c.Type == corev1.NodeReady
+	}
+	if !ready {
+		t.Errorf("conditions at creation: %+v, want a Ready condition", createdStatus.Conditions)
+	}
 }

@@ -53,6 +53,10 @@ func (k *Kubelet) tryRegister(ctx context.Context) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, Labels: k.nodeLabels(),
 		Annotations: map[string]string{"volumes.kubernetes.io/controller-managed-attach-detach": "true"}}}
 	node.Spec.Taints = append(node.Spec.Taints, k.cfg.RegisterWithTaints...)
+	// The node is created with its status, as upstream's kubelet creates
+	// it: a node without capacity, allocatable or conditions would be seen
+	// by the scheduler as full ("Too many pods") until the first update.
+	node.Status = k.desiredNodeStatus(ctx, corev1.NodeStatus{})
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	switch {
 	case err == nil:
