@@ -396,8 +396,7 @@ func (ep *endpoint) watchWith(w http.ResponseWriter, r *http.Request, info reque
 	if err != nil {
 		return err
 	}
-	ep.s.metrics.watchers.Inc()
-	defer ep.s.metrics.watchers.Dec()
+	defer ep.s.metrics.watchServed(info)()
 	first := true
 	for {
 		select {

@@ -22,7 +22,10 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	watchers prometheus.Gauge
-	handler  http.Handler
+	// longRunning counts the watches being served by what they watch,
+	// kube-apiserver's apiserver_longrunning_requests.
+	longRunning *prometheus.GaugeVec
+	handler     http.Handler
 }
 
 func newMetrics() *metrics {
@@ -42,7 +45,11 @@ func newMetrics() *metrics {
 			Help: "Number of currently open watches.",
 		}),
 	}
-	m.Registry.MustRegister(m.requests, m.latency, m.watchers)
+	m.longRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "apiserver_longrunning_requests",
+		Help: "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
+	}, []string{"verb", "group", "version", "resource", "subresource", "scope", "component"})
+	m.Registry.MustRegister(m.requests, m.latency, m.watchers, m.longRunning)
 	// Upstream's components in the process (the controllers' work queues
 	// and their own series, admission, client-go) register with
 	// component-base's global registry, which also has the Go runtime and
@@ -95,6 +102,27 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// watchServed counts a watch of info's being served until the returned
+// function is called: apiserver_registered_watchers, and
+// apiserver_longrunning_requests with kube-apiserver's labels (verb WATCH,
+// the scope cluster, namespace or resource, component apiserver).
+func (m *metrics) watchServed(info requestInfo) (done func()) {
+	scope := "cluster"
+	switch {
+	case info.Name != "":
+		scope = "resource"
+	case info.Namespace != "":
+		scope = "namespace"
+	}
+	g := m.longRunning.WithLabelValues("WATCH", info.Group, info.Version, info.Resource, info.Subresource, scope, "apiserver")
+	m.watchers.Inc()
+	g.Inc()
+	return func() {
+		g.Dec()
+		m.watchers.Dec()
+	}
+}
 
 func (m *metrics) begin(w http.ResponseWriter) *recorder {
 	return &recorder{ResponseWriter: w, start: time.Now()}

@@ -28,10 +28,11 @@ import (
 // version of each CustomResourceDefinition, and their availability; and
 // the aggregator that proxies the APIServices of a Service, found through
 // services, presenting the front proxy's client pair of keys, and merging
-// their OpenAPI documents into localOpenAPI's. The front proxy's pair is
+// their OpenAPI documents into localOpenAPI's. The availability follows
+// Services and EndpointSlices through factory, the server's informers. The front proxy's pair is
 // read from its files again whenever they change, once the returned
 // content runs (kube-apiserver's aggregator-reload-proxy-client-cert).
-func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services aggregation.ServiceResolver, keys *pki.ServerPKI, localOpenAPI aggregation.LocalOpenAPI) (*aggregator.Controller, *aggregation.Aggregator, *dynamiccertificates.DynamicCertKeyPairContent, error) {
+func newAPIServices(rc *rest.Config, factory informers.SharedInformerFactory, builtins []*registry.Resource, services aggregation.ServiceResolver, keys *pki.ServerPKI, localOpenAPI aggregation.LocalOpenAPI) (*aggregator.Controller, *aggregation.Aggregator, *dynamiccertificates.DynamicCertKeyPairContent, error) {
 	proxyCerts, err := dynamiccertificates.NewDynamicServingContentFromFiles("aggregator-proxy-cert", keys.ProxyClientCertFile, keys.ProxyClientKeyFile)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("apiservices: %w", err)
@@ -48,14 +49,10 @@ func newAPIServices(rc *rest.Config, builtins []*registry.Resource, services agg
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	c, err := aggregator.New(aggregator.Config{
 		APIRegistration:    reg,
 		APIExtensions:      crds,
-		Informers:          informers.NewSharedInformerFactory(cs, 0),
+		Informers:          factory,
 		GroupVersions:      groupVersions(builtins),
 		Services:           services,
 		ProxyClientCertKey: proxyCerts.CurrentCertKeyContent,

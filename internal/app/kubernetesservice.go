@@ -30,7 +30,7 @@ const masterLeaseTTL = 15 * time.Second
 // is this server's address as pods reach it; without one (a server bound
 // to loopback only) the Service is kept without endpoints. started is
 // called once the controller runs.
-func runKubernetesService(ctx context.Context, etcd *clientv3.Client, client kubernetes.Interface, advertise net.IP, port int, started func()) {
+func runKubernetesService(ctx context.Context, etcd *clientv3.Client, client kubernetes.Interface, factory informers.SharedInformerFactory, advertise net.IP, port int, started func()) {
 	var reconciler reconcilers.EndpointReconciler = reconcilers.NewNoneEndpointReconciler()
 	if advertise != nil && !advertise.IsLoopback() {
 		reconciler = reconcilers.NewLeaseEndpointReconciler(
@@ -40,7 +40,6 @@ func runKubernetesService(ctx context.Context, etcd *clientv3.Client, client kub
 		slog.Info("the kubernetes Service gets no endpoints: the server listens on loopback only")
 		advertise = net.IPv4(127, 0, 0, 1)
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
 	c := kubernetesservice.New(kubernetesservice.Config{
 		PublicIP:           advertise,
 		EndpointReconciler: reconciler,

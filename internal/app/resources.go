@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
 
@@ -87,11 +88,12 @@ func (s *storeSet) close() {
 }
 
 // newBuiltin builds the built-in resources over the server's Stores:
-// their registry reaches the server through loopback, pods' streams go
+// their registry reaches the server through loopback and reads it through
+// apiInformers (the server's direct informers), pods' streams go
 // to kubelets through skiff's kubelet proxy, TokenRequest issues tokens
 // as tokens says, and authz and rules answer the authorization reviews
 // and RBAC's escalation checks.
-func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loopback *rest.Config, tokens builtin.ServiceAccountTokens, authz authorizer.Authorizer, rules authorizer.RuleResolver) (*builtin.Builtin, error) {
+func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loopback *rest.Config, apiInformers informers.SharedInformerFactory, tokens builtin.ServiceAccountTokens, authz authorizer.Authorizer, rules authorizer.RuleResolver) (*builtin.Builtin, error) {
 	kubeletTLS, err := pki.KubeletClientTLSConfig(dataDir)
 	if err != nil {
 		return nil, err
@@ -126,6 +128,8 @@ func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loo
 	return builtin.New(builtin.Config{
 		NewStore: stores.newStore,
 		Loopback: loopback,
+		// The API server's factory, which the admission chain starts.
+		Informers: apiInformers,
 		KubeletClient: kubeletclient.KubeletClientConfig{
 			Port:                  10250,
 			PreferredAddressTypes: []string{string(corev1.NodeInternalIP), string(corev1.NodeInternalDNS), string(corev1.NodeHostName), string(corev1.NodeExternalIP), string(corev1.NodeExternalDNS)},

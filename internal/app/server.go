@@ -410,7 +410,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	stores := newStoreSet(client, transformers)
 	defer stores.close()
-	bi, err := newBuiltin(cfg.DataDir, stores, catalog, loopback, sa.tokens, authz, ruleResolver)
+	bi, err := newBuiltin(cfg.DataDir, stores, catalog, loopback, apiInformers, sa.tokens, authz, ruleResolver)
 	if err != nil {
 		return err
 	}
@@ -430,7 +430,7 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
 	}
-	apiServices, aggregated, proxyCerts, err := newAPIServices(loopback, slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}), services, keys, openAPI)
+	apiServices, aggregated, proxyCerts, err := newAPIServices(loopback, sharedInformers{apiInformers}, slices.Concat(bi.Resources, []*registry.Resource{crds.Definitions()}), services, keys, openAPI)
 	if err != nil {
 		return err
 	}
@@ -650,11 +650,11 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		}
 		priorityClassesCreated()
 		g.Go(func() error {
-			runKubernetesService(gctx, client, cs, advertise, ln.Addr().(*net.TCPAddr).Port, kubernetesServiceStarted)
+			runKubernetesService(gctx, client, cs, sharedInformers{apiInformers}, advertise, ln.Addr().(*net.TCPAddr).Port, kubernetesServiceStarted)
 			return nil
 		})
 		g.Go(func() error {
-			runServingCSRApprover(gctx, cs)
+			runServingCSRApprover(gctx, cs, sharedInformers{apiInformers})
 			return nil
 		})
 		g.Go(func() error { return runAuthenticationTrust(gctx, cs, keys, authenticationInfoStarted) })

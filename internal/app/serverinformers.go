@@ -35,3 +35,16 @@ func (f serverInformers) StartWithContext(context.Context) {
 
 // Shutdown does nothing: the server shuts its factory down when it stops.
 func (serverInformers) Shutdown() {}
+
+// sharedInformers is the API server's informer factory for a component
+// that runs as long as the server, started with the server's context
+// (kubernetes Service, serving CSR approver, APIService availability):
+// it starts the informers it asked for as any factory does, and its
+// Shutdown leaves the factory to the server, which shuts it down when it
+// stops.
+type sharedInformers struct {
+	informers.SharedInformerFactory
+}
+
+// Shutdown does nothing: the factory is the server's.
+func (sharedInformers) Shutdown() {}

@@ -33,8 +33,7 @@ import (
 // InternalIP and ExternalIP addresses; no e-mail or URI names. One that
 // asks for other names is denied; one whose Node does not list its
 // addresses yet is tried again. csrsigning then signs it.
-func runServingCSRApprover(ctx context.Context, cs kubernetes.Interface) {
-	factory := informers.NewSharedInformerFactory(cs, 0)
+func runServingCSRApprover(ctx context.Context, cs kubernetes.Interface, factory informers.SharedInformerFactory) {
 	csrs := factory.Certificates().V1().CertificateSigningRequests()
 	nodes := factory.Core().V1().Nodes()
 	nodes.Informer() // registered before the factory starts

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 
 	"github.com/skiff-sh/skiff/test/integration/framework"
 )
@@ -220,5 +222,64 @@ func TestDirectListWatch(t *testing.T) {
 	early := metav1.ListOptions{ResourceVersion: "1"}
 	if got, want := firstEvent(lw.WatchWithContext(ctx, early)), firstEvent(cs.CoreV1().Pods("").Watch(ctx, early)); got != want {
 		t.Errorf("direct watch from resourceVersion 1 first sends %q, the API %q", got, want)
+	}
+}
+
+// TestServerComponentsShareDirectInformers: the built-in registry's
+// informers (the cluster IP allocator's ServiceCIDRs and IPAddresses, the
+// IP repair's Services, the service proxy's EndpointSlices), the kubernetes
+// Service controller's, the serving CSR approver's and the APIService
+// availability controller's are made in the API server's factory of direct
+// informers: a Service gets its cluster IP and IPAddress, while no watch of
+// what they follow is open on the server's HTTP API
+// (apiserver_longrunning_requests). ServiceCIDRs are still watched over it,
+// by upstream's default ServiceCIDR controller, which makes its own
+// informer.
+func TestServerComponentsShareDirectInformers(t *testing.T) {
+	var none []string
+	for _, name := range kcm.KnownControllers() {
+		none = append(none, "-"+name)
+	}
+	c := framework.NewCluster(t, framework.Options{DisableScheduler: true, Controllers: none})
+	ctx := context.Background()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "web"}}}
+	var created *corev1.Service
+	// The allocator takes cluster IPs once the default ServiceCIDR is
+	// ready, a moment after the server.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		created, err = c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the Service was never created: %v", err)
+	}
+	if created.Spec.ClusterIP == "" {
+		t.Fatalf("the Service got no cluster IP: %+v", created.Spec)
+	}
+	if _, err := c.Client.NetworkingV1().IPAddresses().Get(ctx, created.Spec.ClusterIP, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the IPAddress of cluster IP %s: %v", created.Spec.ClusterIP, err)
+	}
+	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || strings.HasSuffix(line, " 0") {
+			continue
+		}
+		watched++
+		t.Log(line)
+		for _, resource := range []string{"services", "endpointslices", "ipaddresses", "certificatesigningrequests", "nodes"} {
+			if strings.Contains(line, `resource="`+resource+`"`) {
+				t.Errorf("%s are watched over the HTTP API: %s", resource, line)
+			}
+		}
+	}
+	// The metric works: the server's own HTTP watches (APIServices,
+	// CustomResourceDefinitions) show in it.
+	if watched == 0 {
+		t.Error("apiserver_longrunning_requests shows no open watch")
 	}
 }

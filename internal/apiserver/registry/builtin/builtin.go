@@ -62,6 +62,12 @@ type Config struct {
 	// clients (pod disruption budgets for evictions, IP addresses for
 	// Services) use it.
 	Loopback *restclient.Config
+	// Informers, when set, is the API server's informer factory, which
+	// its owner starts and shuts down: the registry's informers (Services,
+	// EndpointSlices, ServiceCIDRs, IPAddresses) are made in it, shared
+	// with the server's other users. Without it the registry makes a
+	// factory of its own over Loopback, run by Run.
+	Informers informers.SharedInformerFactory
 	// KubeletClient is how pods/proxy and nodes/proxy reach kubelets.
 	KubeletClient kubeletclient.KubeletClientConfig
 	// KubeletProxy serves pods/log, exec, attach and portforward; nil
@@ -111,7 +117,10 @@ type Builtin struct {
 	// GroupOrder is the order of groups in discovery, kube-apiserver's.
 	GroupOrder []string
 	informers  informers.SharedInformerFactory
-	run        []func(ctx context.Context)
+	// ownInformers is whether informers is the registry's own, which Run
+	// starts and shuts down.
+	ownInformers bool
+	run          []func(ctx context.Context)
 	// repairsPending counts the repairs of Services' cluster IPs and node
 	// ports yet to succeed once; repaired is closed when none is left.
 	repairsPending atomic.Int32
@@ -134,7 +143,9 @@ func (b *Builtin) repairSucceeded() {
 
 // Run runs the registry's background work until ctx ends.
 func (b *Builtin) Run(ctx context.Context) {
-	b.informers.StartWithContext(ctx)
+	if b.ownInformers {
+		b.informers.StartWithContext(ctx)
+	}
 	var wg sync.WaitGroup
 	for _, f := range b.run {
 		wg.Add(1)
@@ -144,7 +155,9 @@ func (b *Builtin) Run(ctx context.Context) {
 		}()
 	}
 	<-ctx.Done()
-	b.informers.Shutdown()
+	if b.ownInformers {
+		b.informers.Shutdown()
+	}
 	wg.Wait()
 }
 
@@ -181,7 +194,10 @@ func New(cfg Config) (*Builtin, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Builtin{informers: informers.NewSharedInformerFactory(client, 0), repaired: make(chan struct{})}
+	b := &Builtin{informers: cfg.Informers, repaired: make(chan struct{})}
+	if b.informers == nil {
+		b.informers, b.ownInformers = informers.NewSharedInformerFactory(client, 0), true
+	}
 	getter := &optionsGetter{factory: factory, newStore: cfg.NewStore, stores: map[string]storage.Store{}, made: map[schema.GroupResource]registrystorage.Config{}}
 	resources := serverstorage.NewResourceConfig()
 	resources.EnableVersions(enabledGroupVersions...)
