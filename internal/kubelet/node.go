@@ -60,8 +60,12 @@ func (k *Kubelet) tryRegister(ctx context.Context) error {
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	switch {
 	case err == nil:
-		node = created
 		slog.Info("node registered", "node", k.cfg.NodeName)
+		// Its status went with it: the next one is the status loop's
+		// (posting it again at once would write the same status twice).
+		k.setPodCIDR(created.Spec.PodCIDR)
+		k.node.Store(created)
+		return nil
 	case apierrors.IsAlreadyExists(err):
 		node, err = nodes.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
