@@ -396,7 +396,7 @@ func (ep *endpoint) watchWith(w http.ResponseWriter, r *http.Request, info reque
 	if err != nil {
 		return err
 	}
-	defer ep.s.metrics.watchServed(info)()
+	defer ep.s.metrics.watchOpened(info, opts)()
 	first := true
 	for {
 		select {

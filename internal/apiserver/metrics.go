@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/component-base/metrics/legacyregistry"
 	// Work queues report kube-controller-manager's workqueue_* series.
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
@@ -47,7 +49,7 @@ func newMetrics() *metrics {
 	}
 	m.longRunning = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "apiserver_longrunning_requests",
-		Help: "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
+		Help: "[STABLE] Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
 	}, []string{"verb", "group", "version", "resource", "subresource", "scope", "component"})
 	m.Registry.MustRegister(m.requests, m.latency, m.watchers, m.longRunning)
 	// Upstream's components in the process (the controllers' work queues
@@ -103,14 +105,20 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// watchServed counts a watch of info's being served until the returned
-// function is called: apiserver_registered_watchers, and
-// apiserver_longrunning_requests with kube-apiserver's labels (verb WATCH,
-// the scope cluster, namespace or resource, component apiserver).
-func (m *metrics) watchServed(info requestInfo) (done func()) {
+// watchOpened counts a watch being served, from when it is set up until
+// the returned function is called: apiserver_registered_watchers, and
+// apiserver_longrunning_requests with kube-apiserver's labels (verb WATCH;
+// the scope resource when the watch names one object, by its path or by a
+// metadata.name field selector, else namespace or cluster; component
+// apiserver). kube-apiserver's gauge also counts the other long-running
+// requests (logs, exec, proxies) and whole requests; skiff's counts
+// watches only.
+func (m *metrics) watchOpened(info requestInfo, opts *metainternalversion.ListOptions) (done func()) {
 	scope := "cluster"
 	switch {
 	case info.Name != "":
+		scope = "resource"
+	case opts != nil && opts.FieldSelector != nil && hasExactName(opts.FieldSelector):
 		scope = "resource"
 	case info.Namespace != "":
 		scope = "namespace"
@@ -122,6 +130,13 @@ func (m *metrics) watchServed(info requestInfo) (done func()) {
 		g.Dec()
 		m.watchers.Dec()
 	}
+}
+
+// hasExactName reports whether sel selects one object by name, which
+// kube-apiserver's request info takes as the request's name.
+func hasExactName(sel fields.Selector) bool {
+	_, ok := sel.RequiresExactMatch("metadata.name")
+	return ok
 }
 
 func (m *metrics) begin(w http.ResponseWriter) *recorder {

@@ -29,9 +29,10 @@ import (
 // the aggregator that proxies the APIServices of a Service, found through
 // services, presenting the front proxy's client pair of keys, and merging
 // their OpenAPI documents into localOpenAPI's. The availability follows
-// Services and EndpointSlices through factory, the server's informers. The front proxy's pair is
-// read from its files again whenever they change, once the returned
-// content runs (kube-apiserver's aggregator-reload-proxy-client-cert).
+// Services and EndpointSlices through factory, the server's informers.
+// The front proxy's pair is read from its files again whenever they
+// change, once the returned content runs (kube-apiserver's
+// aggregator-reload-proxy-client-cert).
 func newAPIServices(rc *rest.Config, factory informers.SharedInformerFactory, builtins []*registry.Resource, services aggregation.ServiceResolver, keys *pki.ServerPKI, localOpenAPI aggregation.LocalOpenAPI) (*aggregator.Controller, *aggregation.Aggregator, *dynamiccertificates.DynamicCertKeyPairContent, error) {
 	proxyCerts, err := dynamiccertificates.NewDynamicServingContentFromFiles("aggregator-proxy-cert", keys.ProxyClientCertFile, keys.ProxyClientKeyFile)
 	if err != nil {

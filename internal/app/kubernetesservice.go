@@ -40,6 +40,10 @@ func runKubernetesService(ctx context.Context, etcd *clientv3.Client, client kub
 		slog.Info("the kubernetes Service gets no endpoints: the server listens on loopback only")
 		advertise = net.IPv4(127, 0, 0, 1)
 	}
+	// factory's Services are the watch cache's objects: the controller
+	// must not change them. Upstream's changes a listed Service in place
+	// only when it reconciles an existing one (reconcile true), which its
+	// Run never asks for.
 	c := kubernetesservice.New(kubernetesservice.Config{
 		PublicIP:           advertise,
 		EndpointReconciler: reconciler,

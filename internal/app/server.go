@@ -512,6 +512,11 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	// The API server's informers, lent to the components that run beside
+	// it (the scheduler, the kubernetes Service controller, the serving
+	// CSR approver) and to tests' schedulers through ReadyServer: what
+	// they start runs for the server's lifetime.
+	lentInformers := lendInformers(gctx, apiInformers)
 	g.Go(func() error { return api.Run(gctx) })
 	if auditor != nil {
 		g.Go(func() error { return auditor.run(gctx) })
@@ -650,11 +655,11 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		}
 		priorityClassesCreated()
 		g.Go(func() error {
-			runKubernetesService(gctx, client, cs, sharedInformers{apiInformers}, advertise, ln.Addr().(*net.TCPAddr).Port, kubernetesServiceStarted)
+			runKubernetesService(gctx, client, cs, lentInformers, advertise, ln.Addr().(*net.TCPAddr).Port, kubernetesServiceStarted)
 			return nil
 		})
 		g.Go(func() error {
-			runServingCSRApprover(gctx, cs, sharedInformers{apiInformers})
+			runServingCSRApprover(gctx, cs, lentInformers)
 			return nil
 		})
 		g.Go(func() error { return runAuthenticationTrust(gctx, cs, keys, authenticationInfoStarted) })
@@ -699,9 +704,6 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 		if err := hooks.wait(gctx); err != nil {
 			return err
 		}
-		// The API server's informers, lent to its scheduler (and to tests'
-		// schedulers through ReadyServer).
-		lentInformers := lendInformers(gctx, apiInformers)
 		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
 			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug, direct: api}
 		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), lentInformers, journeys); err != nil {

@@ -7,7 +7,8 @@ import (
 )
 
 // serverInformers lends the API server's informer factory to a component
-// that runs beside it in the process (the scheduler), so that the two
+// that runs beside it in the process (the scheduler, the kubernetes
+// Service controller, the serving CSR approver), so that the two
 // share one informer, one cache and one watch of each resource instead of
 // keeping two. The informers belong to the server: whatever context the
 // component starts them with, they run until ctx (the server's) ends, and
@@ -37,11 +38,11 @@ func (f serverInformers) StartWithContext(context.Context) {
 func (serverInformers) Shutdown() {}
 
 // sharedInformers is the API server's informer factory for a component
-// that runs as long as the server, started with the server's context
-// (kubernetes Service, serving CSR approver, APIService availability):
-// it starts the informers it asked for as any factory does, and its
-// Shutdown leaves the factory to the server, which shuts it down when it
-// stops.
+// built before the server's context exists (the APIService availability
+// controller) and run with it: the component starts its informers with
+// the context it is given, which must be the server's (gctx), and its
+// Shutdown leaves the factory to the server. Components made once that
+// context exists take lendInformers' factory instead, which holds it.
 type sharedInformers struct {
 	informers.SharedInformerFactory
 }

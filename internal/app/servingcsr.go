@@ -36,7 +36,7 @@ import (
 func runServingCSRApprover(ctx context.Context, cs kubernetes.Interface, factory informers.SharedInformerFactory) {
 	csrs := factory.Certificates().V1().CertificateSigningRequests()
 	nodes := factory.Core().V1().Nodes()
-	nodes.Informer() // registered before the factory starts
+	nodes.Informer() // registered before the factory is started below
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubelet-serving-csr-approver"})
 	defer queue.ShutDown()

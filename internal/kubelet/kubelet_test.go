@@ -124,7 +124,8 @@ func runKubelet(t *testing.T, cfg Config) *Kubelet {
 
 // TestNodeRegisteredWithStatus: the kubelet creates its Node with
 // capacity, allocatable and conditions, so the scheduler never sees a
-// registered node with room for nothing.
+// registered node with room for nothing, and does not post the same
+// status again right after.
 func TestNodeRegisteredWithStatus(t *testing.T) {
 	rt := fakeruntime.New(fakeruntime.Options{})
 	cs := fake.NewClientset()
@@ -156,9 +157,15 @@ func TestNodeRegisteredWithStatus(t *testing.T) {
 	}
 	ready := false
 	for _, c := range createdStatus.Conditions {
-		ready = ready || c.Type == corev1.NodeReady
+		ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
 	}
 	if !ready {
-		t.Errorf("conditions at creation: %+v, want a Ready condition", createdStatus.Conditions)
+		t.Errorf("conditions at creation: %+v, want Ready True (the fake runtime is ready)", createdStatus.Conditions)
+	}
+	// The status went with the create: it is not posted again at once.
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "update" && a.GetResource().Resource == "nodes" && a.GetSubresource() == "status" {
+			t.Errorf("the status was posted again right after the create: %v", a)
+		}
 	}
 }

@@ -236,6 +236,9 @@ func TestDirectListWatch(t *testing.T) {
 // by upstream's default ServiceCIDR controller, which makes its own
 // informer.
 func TestServerComponentsShareDirectInformers(t *testing.T) {
+	// No controllers and no scheduler: kube-controller-manager's and the
+	// scheduler's informers are direct too, but nothing else may hold the
+	// resources' watches the test looks for.
 	var none []string
 	for _, name := range kcm.KnownControllers() {
 		none = append(none, "-"+name)
@@ -245,14 +248,14 @@ func TestServerComponentsShareDirectInformers(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, Selector: map[string]string{"app": "web"}}}
 	var created *corev1.Service
+	var createErr error
 	// The allocator takes cluster IPs once the default ServiceCIDR is
 	// ready, a moment after the server.
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		var err error
-		created, err = c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
-		return err == nil, nil
+		created, createErr = c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		return createErr == nil, nil
 	}); err != nil {
-		t.Fatalf("the Service was never created: %v", err)
+		t.Fatalf("the Service was never created: %v (last error: %v)", err, createErr)
 	}
 	if created.Spec.ClusterIP == "" {
 		t.Fatalf("the Service got no cluster IP: %+v", created.Spec)
@@ -260,6 +263,14 @@ func TestServerComponentsShareDirectInformers(t *testing.T) {
 	if _, err := c.Client.NetworkingV1().IPAddresses().Get(ctx, created.Spec.ClusterIP, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the IPAddress of cluster IP %s: %v", created.Spec.ClusterIP, err)
 	}
+	// The components on the shared informers run: the kubernetes Service
+	// controller keeps default/kubernetes (and the server was ready only
+	// once the availability controller had found its APIServices
+	// Available).
+	waitFor(t, "the kubernetes Service", func() bool {
+		_, err := c.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil
+	})
 	raw, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)

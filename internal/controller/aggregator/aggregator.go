@@ -35,8 +35,9 @@ type Config struct {
 	// (a server without the CRD API, as kube-apiserver's without it).
 	APIExtensions apiextensionsclientset.Interface
 	// Informers gives the Services and EndpointSlices the availability of
-	// APIServices of a Service is checked against; Run starts it and
-	// shuts it down.
+	// APIServices of a Service is checked against; Run starts it with its
+	// context and calls its Shutdown when it returns (a factory shared
+	// with others makes that a no-op).
 	Informers informers.SharedInformerFactory
 	// GroupVersions are the group versions the server serves from its
 	// start; each listed in Priorities gets an APIService managed on start
