@@ -124,8 +124,7 @@ func runKubelet(t *testing.T, cfg Config) *Kubelet {
 
 // TestNodeRegisteredWithStatus: the kubelet creates its Node with
 // capacity, allocatable and conditions, so the scheduler never sees a
-// registered node with room for nothing, and does not post the same
-// status again right after.
+// registered node with room for nothing.
 func TestNodeRegisteredWithStatus(t *testing.T) {
 	rt := fakeruntime.New(fakeruntime.Options{})
 	cs := fake.NewClientset()
@@ -162,10 +161,34 @@ func TestNodeRegisteredWithStatus(t *testing.T) {
 	if !ready {
 		t.Errorf("conditions at creation: %+v, want Ready True (the fake runtime is ready)", createdStatus.Conditions)
 	}
-	// The status went with the create: it is not posted again at once.
-	for _, a := range cs.Actions() {
-		if a.GetVerb() == "update" && a.GetResource().Resource == "nodes" && a.GetSubresource() == "status" {
-			t.Errorf("the status was posted again right after the create: %v", a)
+}
+
+// TestNodeReadyOnceRegistered: the pod CIDR the kubelet learns at
+// registration configures the pod network (OnPodCIDR), which makes the
+// runtime ready; the node is posted Ready at once, not at the status
+// loop's next tick.
+func TestNodeReadyOnceRegistered(t *testing.T) {
+	rt := fakeruntime.New(fakeruntime.Options{})
+	rt.SetNotReady("NetworkPluginNotReady")
+	cs := fake.NewClientset()
+	k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(),
+		Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, ImageFsStat: rt.ImageFsStat, NodeIP: "192.0.2.7",
+		PodCIDR: "10.1.0.0/24", OnPodCIDR: func(string) { rt.SetNotReady("") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.hostIPs = []string{k.nodeIP()} // as Run sets it
+	ctx := context.Background()
+	if err := k.tryRegister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			t.Errorf("Ready %s (%s) once registered, want True: the network the pod CIDR configured is ready", c.Status, c.Message)
 		}
 	}
 }

@@ -60,12 +60,8 @@ func (k *Kubelet) tryRegister(ctx context.Context) error {
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	switch {
 	case err == nil:
+		node = created
 		slog.Info("node registered", "node", k.cfg.NodeName)
-		// Its status went with it: the next one is the status loop's
-		// (posting it again at once would write the same status twice).
-		k.setPodCIDR(created.Spec.PodCIDR)
-		k.node.Store(created)
-		return nil
 	case apierrors.IsAlreadyExists(err):
 		node, err = nodes.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
@@ -88,6 +84,10 @@ func (k *Kubelet) tryRegister(ctx context.Context) error {
 	default:
 		return err
 	}
+	// The status is posted again at once, even after a create that
+	// carried it: the pod CIDR set here configures the pod network, which
+	// the runtime then reports ready, and the node is Ready now rather
+	// than at the status loop's next tick.
 	k.setPodCIDR(node.Spec.PodCIDR)
 	_, err = k.updateNodeStatus(ctx, node, true)
 	return err
