@@ -29,6 +29,7 @@ import (
 	kubeadmission "k8s.io/kubernetes/pkg/kubeapiserver/admission"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
+	"github.com/skiff-sh/skiff/internal/kubeversion"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 )
 
@@ -120,7 +121,7 @@ func newAdmissionChain(ctx context.Context, rc *rest.Config, factory informers.S
 	kubeInitializers = append(kubeInitializers, controlPlaneInitializers...)
 	initializers := admission.PluginInitializers{
 		initializer.New(client, dyn, factory, authz, utilfeature.DefaultFeatureGate,
-			basecompatibility.NewEffectiveVersionFromString("1.37", "", ""), ctx.Done(), mapper),
+			basecompatibility.NewEffectiveVersionFromString(kubeversion.MajorMinor, "", ""), ctx.Done(), mapper),
 	}
 	initializers = append(initializers, kubeInitializers...)
 	config, err := admission.ReadAdmissionConfiguration(names, "", nil)

@@ -3,7 +3,6 @@ package app
 import (
 	"log/slog"
 	"os"
-	"runtime"
 
 	"k8s.io/klog/v2"
 )
@@ -20,7 +19,3 @@ func setupLogging(level string) {
 	// level -n, so only V(0) shows at info).
 	klog.SetSlogLogger(logger)
 }
-
-func runtimeVersion() string { return runtime.Version() }
-
-func platform() string { return runtime.GOOS + "/" + runtime.GOARCH }

@@ -46,6 +46,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/hugepages"
 	"github.com/skiff-sh/skiff/internal/journey"
 	"github.com/skiff-sh/skiff/internal/kubelet"
+	"github.com/skiff-sh/skiff/internal/kubeversion"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/scheduler"
 	"github.com/skiff-sh/skiff/internal/storage/encryption"
@@ -175,13 +176,9 @@ const hugePagesFrom = 256 << 20
 // systemNamespaces exist from the start.
 var systemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
-// Version is what /version and `skiff version` report.
-func Version() version.Info {
-	return version.Info{
-		Major: "1", Minor: "33", GitVersion: "v1.33.0+skiff",
-		GoVersion: runtimeVersion(), Compiler: "gc", Platform: platform(),
-	}
-}
+// Version is what /version and `skiff version` report: the Kubernetes
+// release skiff embeds (internal/kubeversion).
+func Version() version.Info { return kubeversion.Info() }
 
 // RunServer runs etcd (embedded unless EtcdServers is set) and the API
 // server until ctx ends, then stops them in order.

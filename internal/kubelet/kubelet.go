@@ -33,6 +33,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/journey"
 	"github.com/skiff-sh/skiff/internal/kubelet/token"
+	"github.com/skiff-sh/skiff/internal/kubeversion"
 )
 
 // Config is what a kubelet runs with.
@@ -200,7 +201,7 @@ func New(cfg Config) (*Kubelet, error) {
 		cfg.HousekeepingPeriod = 30 * time.Second
 	}
 	if cfg.Version == "" {
-		cfg.Version = "v1.33.0+skiff"
+		cfg.Version = kubeversion.GitVersion
 	}
 	if cfg.ProbeDialer == nil {
 		d := &net.Dialer{}

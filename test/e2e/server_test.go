@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/skiff-sh/skiff/internal/kubeversion"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/test/e2e/framework"
 )
@@ -124,6 +125,21 @@ func TestServer(t *testing.T) {
 			t.Fatalf("skiff kubectl get pods --no-headers:\n%s\nwant one row", stdout)
 		}
 		checkRow(t, "skiff kubectl get pods", rows[0], []string{"my-pod", "0/1", "Pending", "0", "AGE"})
+		// The embedded kubectl reports the Kubernetes release it is, as
+		// the server does (bin/skiff as the Makefile builds it).
+		stdout, stderr, err = s.SkiffKubectl(t, "version", "-o", "json")
+		var versions struct {
+			Client *version.Info `json:"clientVersion"`
+			Server *version.Info `json:"serverVersion"`
+		}
+		if err != nil || stderr != "" {
+			t.Errorf("skiff kubectl version -o json: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+		} else if err := json.Unmarshal([]byte(stdout), &versions); err != nil || versions.Client == nil || versions.Server == nil {
+			t.Errorf("skiff kubectl version -o json: %s (%v): want a client and a server version", stdout, err)
+		} else if versions.Client.GitVersion != kubeversion.GitVersion || versions.Server.GitVersion != kubeversion.GitVersion {
+			t.Errorf("skiff kubectl version: client %s, server %s; want %s for both (is %s built by make?)",
+				versions.Client.GitVersion, versions.Server.GitVersion, kubeversion.GitVersion, framework.SkiffBinary(t))
+		}
 		// The embedded kubectl is v0.37, which names the namespace.
 		stdout, _, err = s.SkiffKubectl(t, "delete", "pod", "my-pod")
 		if err != nil || stdout != "pod \"my-pod\" deleted from default namespace\n" {
@@ -154,8 +170,15 @@ func TestServer(t *testing.T) {
 		var info version.Info
 		if resp.Code != http.StatusOK {
 			t.Errorf("anonymous GET /version: %d %s, want 200", resp.Code, resp.Body)
-		} else if err := json.Unmarshal(resp.Body, &info); err != nil || info.GitVersion == "" || info.Major == "" || info.Minor == "" || info.Platform == "" {
-			t.Errorf("anonymous GET /version: %s (%v): want major, minor, gitVersion and platform", resp.Body, err)
+		} else if err := json.Unmarshal(resp.Body, &info); err != nil || info.Platform == "" {
+			t.Errorf("anonymous GET /version: %s (%v): want a version.Info with a platform", resp.Body, err)
+		} else if want := kubeversion.Info(); info.GitVersion != kubeversion.GitVersion || info.Major != want.Major || info.Minor != want.Minor ||
+			info.EmulationMajor != want.EmulationMajor || info.EmulationMinor != want.EmulationMinor ||
+			info.MinCompatibilityMajor != want.MinCompatibilityMajor || info.MinCompatibilityMinor != want.MinCompatibilityMinor {
+			// The release the API's code is (go.mod's k8s.io/kubernetes),
+			// with kube-apiserver's emulation and compatibility versions.
+			t.Errorf("anonymous GET /version: %s; want gitVersion %s, %s.%s, emulation %s.%s, minimum compatibility %s.%s", resp.Body, kubeversion.GitVersion,
+				want.Major, want.Minor, want.EmulationMajor, want.EmulationMinor, want.MinCompatibilityMajor, want.MinCompatibilityMinor)
 		}
 	})
 

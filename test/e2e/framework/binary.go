@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/skiff-sh/skiff/internal/kubeversion"
 )
 
 // skiffBinary is the path of the skiff binary under test, set by Run before
@@ -53,7 +55,10 @@ func build(dir string) (string, error) {
 		goBin = "/usr/local/go/bin/go"
 	}
 	bin := filepath.Join(dir, "skiff")
-	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/skiff-sh/skiff/cmd/skiff")
+	// As the Makefile builds it: the runtime's memory advice and the
+	// version of the Kubernetes code linked in.
+	ldflags := "-X=runtime.godebugDefault=madvdontneed=0 " + kubeversion.LinkerFlags()
+	cmd := exec.Command(goBin, "build", "-ldflags="+ldflags, "-o", bin, "github.com/skiff-sh/skiff/cmd/skiff")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build ./cmd/skiff: %w\n%s", err, out)

@@ -48,6 +48,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/apiserver/kubeletproxy"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/kubeversion"
 	"github.com/skiff-sh/skiff/internal/storage"
 	"github.com/skiff-sh/skiff/internal/storage/registrystorage"
 )
@@ -430,7 +431,7 @@ func (g *optionsGetter) storeFor(gr schema.GroupResource, prefix string, kind sc
 // version each resource is stored in, under which prefix, and which
 // resources share storage.
 func newStorageFactory() (*serverstorage.DefaultStorageFactory, error) {
-	c := kubeapiserver.NewStorageFactoryConfigEffectiveVersion(basecompatibility.NewEffectiveVersionFromString(kubeVersion, "", ""))
+	c := kubeapiserver.NewStorageFactoryConfigEffectiveVersion(basecompatibility.NewEffectiveVersionFromString(kubeversion.MajorMinor, "", ""))
 	c.APIResourceConfig = serverstorage.NewResourceConfig()
 	c.APIResourceConfig.EnableVersions(enabledGroupVersions...)
 	etcd := serveroptions.NewEtcdOptions(storagebackend.NewDefaultConfig("/registry", nil))
@@ -444,6 +445,3 @@ func ResourceConfig() *serverstorage.ResourceConfig {
 	c.EnableVersions(enabledGroupVersions...)
 	return c
 }
-
-// kubeVersion is the Kubernetes version whose API skiff serves.
-const kubeVersion = "1.37"
