@@ -101,6 +101,9 @@ type controllerManager struct {
 	// direct, when set, backs the shared informers with the API
 	// server's storage (directInformers).
 	direct directStorage
+	// watchdog, when set, is kube-controller-manager's leader election
+	// health check (componentstatuses reads it).
+	watchdog *leaderelection.HealthzAdaptor
 }
 
 // controllerDebugPath is where the controllers' debugging handlers are
@@ -230,6 +233,7 @@ func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) er
 			RenewDeadline:   le.RenewDeadline.Duration,
 			RetryPeriod:     le.RetryPeriod.Duration,
 			ReleaseOnCancel: true,
+			WatchDog:        m.watchdog,
 			Name:            "kube-controller-manager",
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
@@ -259,6 +263,16 @@ func (m *controllerManager) run(ctx context.Context, cs kubernetes.Interface) er
 		}
 	}
 	return nil
+}
+
+// healthz is the controller manager's health as kube-controller-manager's
+// /healthz gives it: an error when it leads but has not renewed its Lease
+// in time.
+func (m *controllerManager) healthz() error {
+	if m.watchdog == nil {
+		return nil
+	}
+	return m.watchdog.Check(nil)
 }
 
 // eventRecorder records the Lease's events as kube-controller-manager's

@@ -93,7 +93,7 @@ func (s *storeSet) close() {
 // to kubelets through skiff's kubelet proxy, TokenRequest issues tokens
 // as tokens says, and authz and rules answer the authorization reviews
 // and RBAC's escalation checks.
-func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loopback *rest.Config, apiInformers informers.SharedInformerFactory, tokens builtin.ServiceAccountTokens, authz authorizer.Authorizer, rules authorizer.RuleResolver) (*builtin.Builtin, error) {
+func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loopback *rest.Config, apiInformers informers.SharedInformerFactory, tokens builtin.ServiceAccountTokens, authz authorizer.Authorizer, rules authorizer.RuleResolver, statuses *componentStatuses) (*builtin.Builtin, error) {
 	kubeletTLS, err := pki.KubeletClientTLSConfig(dataDir)
 	if err != nil {
 		return nil, err
@@ -139,6 +139,7 @@ func newBuiltin(dataDir string, stores *storeSet, catalog *registry.Catalog, loo
 		Authorizer:           authz,
 		RuleResolver:         rules,
 		ServiceAccountTokens: tokens,
+		ComponentStatuses:    statuses.servers,
 	})
 }
 

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/kubernetes/pkg/capabilities"
 	"k8s.io/kubernetes/pkg/controlplane/controller/legacytokentracking"
 
@@ -407,7 +408,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 	}
 	stores := newStoreSet(client, transformers)
 	defer stores.close()
-	bi, err := newBuiltin(cfg.DataDir, stores, catalog, loopback, apiInformers, sa.tokens, authz, ruleResolver)
+	// componentstatuses: the scheduler and the controller manager once
+	// started (startControllers), etcd through the storage's client.
+	statuses := newComponentStatuses(client, !cfg.DisableScheduler)
+	bi, err := newBuiltin(cfg.DataDir, stores, catalog, loopback, apiInformers, sa.tokens, authz, ruleResolver, statuses)
 	if err != nil {
 		return err
 	}
@@ -702,8 +706,10 @@ func RunServer(ctx context.Context, cfg ServerConfig) error {
 			return err
 		}
 		cm := &controllerManager{config: cmConfig, rc: controllers, saKey: keys.ServiceAccountKey, rootCA: keys.CA.CertPEM, identity: identity,
-			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug, direct: api}
-		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), lentInformers, journeys); err != nil {
+			clients: serviceAccountClientBuilder{inProcess: inProcess}, debug: controllersDebug, direct: api,
+			// kube-controller-manager's tolerance.
+			watchdog: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)}
+		if err := startControllers(gctx, g, cm, controllerCS, api.Metrics(), !cfg.DisableScheduler, inProcess("system:kube-scheduler"), lentInformers, journeys, statuses); err != nil {
 			return err
 		}
 		if !cfg.DisableAgent {
@@ -803,7 +809,10 @@ func SchedulerClientConfig(rc *rest.Config) *rest.Config {
 // controllerManager) in g, over rc's in-process transport, and the
 // scheduler over schedRC's, with the informers of schedInformers (the API
 // server's, lent: one cache of pods, nodes and namespaces for both).
-func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerManager, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config, schedInformers informers.SharedInformerFactory, journeys *journey.Recorder) error {
+func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerManager, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config, schedInformers informers.SharedInformerFactory, journeys *journey.Recorder, statuses *componentStatuses) error {
+	if statuses != nil {
+		statuses.setControllerManager(cm.healthz)
+	}
 	g.Go(func() error { return cm.run(ctx, cs) })
 	if !withScheduler {
 		return nil
@@ -815,6 +824,9 @@ func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerMana
 	sched, err := scheduler.New(scheduler.Config{Client: schedClient, Informers: schedInformers, Registry: metrics, Journey: journeys})
 	if err != nil {
 		return err
+	}
+	if statuses != nil {
+		statuses.setScheduler(sched.Healthz)
 	}
 	g.Go(func() error { return sched.Run(ctx) })
 	return nil

@@ -68,6 +68,10 @@ type Scheduler struct {
 	slots    chan struct{}
 	writes   chan struct{}
 	leading  atomic.Bool
+	// watchdog is kube-scheduler's leader election health check: a
+	// leader whose lease has gone unrenewed 20 s past its duration is
+	// unhealthy.
+	watchdog *leaderelection.HealthzAdaptor
 	// binders run the bindings: a binding through the in-process API
 	// server goes as deep as a request does, and a binder's stack has
 	// grown for it already (a goroutine per binding copied its stack
@@ -95,6 +99,8 @@ func New(cfg Config) (*Scheduler, error) {
 		slots:   make(chan struct{}, cfg.MaxInFlightBindings),
 		writes:  make(chan struct{}, maxInFlightWrites),
 		binders: workerpool.New(cfg.MaxInFlightBindings, binderIdle),
+		// kube-scheduler's tolerance.
+		watchdog: leaderelection.NewLeaderHealthzAdaptor(20 * time.Second),
 	}
 	s.factory = cfg.Informers
 	if s.factory == nil {
@@ -212,6 +218,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			RenewDeadline:   le.RenewDeadline,
 			RetryPeriod:     le.RetryPeriod,
 			ReleaseOnCancel: true,
+			WatchDog:        s.watchdog,
 			Name:            s.cfg.SchedulerName,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(lctx context.Context) {
@@ -237,6 +244,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Healthz is the scheduler's health as kube-scheduler's /healthz gives
+// it: an error when it leads but has not renewed its lease in time.
+func (s *Scheduler) Healthz() error { return s.watchdog.Check(nil) }
 
 // Leading reports whether the scheduler is scheduling (it holds the lease,
 // or leader election is disabled).

@@ -147,6 +147,30 @@ func TestServer(t *testing.T) {
 		}
 	})
 
+	t.Run("componentstatuses", func(t *testing.T) {
+		// kube-apiserver's components, as kubeadm's clusters show them:
+		// the server's scheduler and controller manager once started,
+		// and its etcd.
+		want := [][]string{{"NAME", "STATUS", "MESSAGE", "ERROR"},
+			{"controller-manager", "Healthy", "ok"}, {"etcd-0", "Healthy", "ok"}, {"scheduler", "Healthy", "ok"}}
+		var rows [][]string
+		var stdout, stderr string
+		var err error
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+			stdout, stderr, err = s.Kubectl(t, "", "get", "componentstatuses", "--sort-by=.metadata.name")
+			if rows = framework.ParseTable(stdout); err == nil && reflect.DeepEqual(rows, want) {
+				break
+			}
+		}
+		if !reflect.DeepEqual(rows, want) {
+			t.Errorf("kubectl get componentstatuses: %v\nstdout:\n%s\nstderr:\n%s\nwant rows %q", err, stdout, stderr, want)
+		}
+		stdout, stderr, err = s.Kubectl(t, "", "get", "cs", "etcd-0", "-o", "jsonpath={.conditions[0].type}={.conditions[0].status}")
+		if err != nil || stdout != "Healthy=True" {
+			t.Errorf("kubectl get cs etcd-0: %v, %q (stderr %q), want Healthy=True", err, stdout, stderr)
+		}
+	})
+
 	t.Run("default-kubectl", func(t *testing.T) {
 		stdout, stderr, err := s.Kubectl(t, "", "get", "namespaces")
 		if err != nil || stderr != "" {

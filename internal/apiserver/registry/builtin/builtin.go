@@ -42,6 +42,7 @@ import (
 	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
 	"k8s.io/kubernetes/pkg/kubeapiserver"
 	kubeletclient "k8s.io/kubernetes/pkg/kubelet/client"
+	"k8s.io/kubernetes/pkg/registry/core/componentstatus"
 	nodestore "k8s.io/kubernetes/pkg/registry/core/node/storage"
 	podstore "k8s.io/kubernetes/pkg/registry/core/pod/storage"
 	"k8s.io/kubernetes/pkg/serviceaccount"
@@ -88,6 +89,10 @@ type Config struct {
 	// ServiceAccountTokens is how serviceaccounts/token (TokenRequest)
 	// issues tokens; without an Issuer it is not served.
 	ServiceAccountTokens ServiceAccountTokens
+	// ComponentStatuses lists what componentstatuses probes when read
+	// (kube-apiserver's: the scheduler, the controller manager, etcd);
+	// nil lists nothing.
+	ComponentStatuses func() map[string]componentstatus.Server
 }
 
 // ServiceAccountTokens configures TokenRequest as kube-apiserver's

@@ -105,7 +105,11 @@ func (b *Builtin) coreRest(cfg Config, getter *optionsGetter, client kubernetes.
 		return nil, fmt.Errorf("replicationcontrollers: %w", err)
 	}
 	m["replicationcontrollers"], m["replicationcontrollers/status"], m["replicationcontrollers/scale"] = rc.Controller, rc.Status, rc.Scale
-	m["componentstatuses"] = componentstatus.NewStorage(func() map[string]componentstatus.Server { return nil })
+	statuses := cfg.ComponentStatuses
+	if statuses == nil {
+		statuses = func() map[string]componentstatus.Server { return nil }
+	}
+	m["componentstatuses"] = componentstatus.NewStorage(statuses)
 
 	family := api.IPv4Protocol
 	if netutils.IsIPv6CIDR(&cfg.ServiceClusterIPRange) {
