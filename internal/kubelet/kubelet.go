@@ -153,6 +153,9 @@ type Kubelet struct {
 	podCIDR          string
 	runtimeReady     error
 	lastRelist       map[types.UID]string
+	// lastUnschedulable is spec.unschedulable as the status sync last saw
+	// it (NodeSchedulable and NodeNotSchedulable events).
+	lastUnschedulable bool
 
 	imageGC      ImageGCPolicy
 	imageMu      sync.Mutex
@@ -253,6 +256,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.client.CoreV1().Events("")})
 	defer k.bcast.Shutdown()
 	k.recorder = k.bcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: k.cfg.NodeName})
+	k.nodeEvent(corev1.EventTypeNormal, "Starting", "Starting kubelet.")
 
 	if v, err := k.runtime.Version(ctx, "v1"); err == nil {
 		k.runtimeName, k.runtimeVersion = v.RuntimeName, v.RuntimeVersion

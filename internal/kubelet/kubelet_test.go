@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"reflect"
 	"sort"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/fakeruntime"
@@ -190,5 +192,93 @@ func TestNodeReadyOnceRegistered(t *testing.T) {
 		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
 			t.Errorf("Ready %s (%s) once registered, want True: the network the pod CIDR configured is ready", c.Status, c.Message)
 		}
+	}
+}
+
+// TestNodeStatusEvents: the kubelet's events about its node, as upstream's
+// kubelet words them: each pressure condition when the node's status is
+// made at registration (at every start), Ready and NotReady on a change,
+// NodeNotSchedulable and NodeSchedulable when the node is cordoned and
+// uncordoned; its hostname address is its name, as the
+// kubernetes.io/hostname label.
+func TestNodeStatusEvents(t *testing.T) {
+	rt := fakeruntime.New(fakeruntime.Options{})
+	cs := fake.NewClientset()
+	newKubelet := func() (*Kubelet, *record.FakeRecorder) {
+		k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(),
+			Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, ImageFsStat: rt.ImageFsStat, NodeIP: "192.0.2.7"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.hostIPs = []string{k.nodeIP()} // as Run sets it
+		rec := record.NewFakeRecorder(100)
+		k.recorder = rec
+		return k, rec
+	}
+	drain := func(rec *record.FakeRecorder) []string {
+		var got []string
+		for {
+			select {
+			case e := <-rec.Events:
+				got = append(got, e)
+			default:
+				return got
+			}
+		}
+	}
+	status := func(reason string) string { return "Normal " + reason + " Node n1 status is now: " + reason }
+	registered := []string{status("NodeHasSufficientMemory"), status("NodeHasNoDiskPressure"), status("NodeHasSufficientPID")}
+	ctx := context.Background()
+
+	k, rec := newKubelet()
+	if err := k.tryRegister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(rec); !reflect.DeepEqual(got, registered) {
+		t.Errorf("events at registration:\n%q\nwant\n%q", got, registered)
+	}
+	node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(node.Status.Addresses, []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.7"}, {Type: corev1.NodeHostName, Address: "n1"}}) {
+		t.Errorf("addresses %v, want the node IP and the node's name as its hostname", node.Status.Addresses)
+	}
+
+	steps := []struct {
+		what          string
+		notReady      string
+		unschedulable bool
+		want          []string
+	}{
+		{"nothing changed", "", false, nil},
+		{"runtime network down", "NetworkPluginNotReady", false, []string{status("NodeNotReady")}},
+		{"runtime network back", "", false, []string{status("NodeReady")}},
+		{"cordoned", "", true, []string{status("NodeNotSchedulable")}},
+		{"still cordoned", "", true, nil},
+		{"uncordoned", "", false, []string{status("NodeSchedulable")}},
+	}
+	for _, step := range steps {
+		rt.SetNotReady(step.notReady)
+		node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Spec.Unschedulable = step.unschedulable
+		if _, err := k.updateNodeStatus(ctx, node, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := drain(rec); !reflect.DeepEqual(got, step.want) {
+			t.Errorf("%s: events %q, want %q", step.what, got, step.want)
+		}
+	}
+
+	// A restarted kubelet finds its node and records its status again.
+	k2, rec2 := newKubelet()
+	if err := k2.tryRegister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(rec2); !reflect.DeepEqual(got, registered) {
+		t.Errorf("events when registering again:\n%q\nwant\n%q", got, registered)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	apihelper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"log/slog"
-	"os"
 	"runtime"
 	"time"
 
@@ -57,6 +56,9 @@ func (k *Kubelet) tryRegister(ctx context.Context) error {
 	// it: a node without capacity, allocatable or conditions would be seen
 	// by the scheduler as full ("Too many pods") until the first update.
 	node.Status = k.desiredNodeStatus(ctx, corev1.NodeStatus{})
+	// As the kubelet records them from its new node's status at each
+	// start, whether the create succeeds or the node exists.
+	k.recordNodeStatusEvents(corev1.NodeStatus{}, node.Status)
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	switch {
 	case err == nil:
@@ -135,13 +137,15 @@ func (k *Kubelet) runtimeState(ctx context.Context) error {
 func (k *Kubelet) desiredNodeStatus(ctx context.Context, old corev1.NodeStatus) corev1.NodeStatus {
 	m := k.machine()
 	now := metav1.NewTime(k.clock.Now())
-	hostname, _ := os.Hostname()
 	st := corev1.NodeStatus{
 		Capacity:    m.Capacity(),
 		Allocatable: m.Allocatable(),
 		Phase:       old.Phase,
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: k.hostIPs[0]},
-			{Type: corev1.NodeHostName, Address: hostname}},
+			// The kubelet's hostname: its --hostname-override, which
+			// is what skiff's node name is (k3s's --node-name), and the
+			// kubernetes.io/hostname label's value.
+			{Type: corev1.NodeHostName, Address: k.cfg.NodeName}},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: k.kubeletPort()}},
 		NodeInfo: corev1.NodeSystemInfo{
 			MachineID: m.MachineID, SystemUUID: m.SystemUUID, BootID: m.BootID, KernelVersion: m.Kernel, OSImage: m.OSImage,
@@ -202,6 +206,8 @@ func (k *Kubelet) desiredNodeStatus(ctx context.Context, old corev1.NodeStatus) 
 // heartbeat times) or when force is set.
 func (k *Kubelet) updateNodeStatus(ctx context.Context, node *corev1.Node, force bool) (bool, error) {
 	st := k.desiredNodeStatus(ctx, node.Status)
+	k.recordNodeStatusEvents(node.Status, st)
+	k.recordSchedulableEvent(node.Spec.Unschedulable)
 	if !force && statusSameIgnoringHeartbeat(node.Status, st) {
 		k.node.Store(node)
 		return false, nil
@@ -212,6 +218,59 @@ func (k *Kubelet) updateNodeStatus(ctx context.Context, node *corev1.Node, force
 	k.node.Store(node)
 	_, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	return true, err
+}
+
+// nodeConditionEvents are the events the kubelet records when a
+// condition's status changes, by condition and new status.
+var nodeConditionEvents = map[corev1.NodeConditionType]map[corev1.ConditionStatus]string{
+	corev1.NodeMemoryPressure: {corev1.ConditionTrue: "NodeHasInsufficientMemory", corev1.ConditionFalse: "NodeHasSufficientMemory"},
+	corev1.NodeDiskPressure:   {corev1.ConditionTrue: "NodeHasDiskPressure", corev1.ConditionFalse: "NodeHasNoDiskPressure"},
+	corev1.NodePIDPressure:    {corev1.ConditionTrue: "NodeHasInsufficientPID", corev1.ConditionFalse: "NodeHasSufficientPID"},
+	corev1.NodeReady:          {corev1.ConditionTrue: "NodeReady", corev1.ConditionFalse: "NodeNotReady"},
+}
+
+// recordNodeStatusEvents records the node's condition changes from old
+// to st as the kubelet's status setters do ("Node <name> status is now:
+// NodeHasSufficientMemory"): a pressure condition when its status
+// differs from old's (a missing one is Unknown, so a new node status
+// records each); Ready only when old had Ready with another status.
+func (k *Kubelet) recordNodeStatusEvents(old, st corev1.NodeStatus) {
+	for _, c := range st.Conditions {
+		var was *corev1.NodeCondition
+		for i := range old.Conditions {
+			if old.Conditions[i].Type == c.Type {
+				was = &old.Conditions[i]
+			}
+		}
+		if (was == nil && c.Type == corev1.NodeReady) || (was != nil && was.Status == c.Status) {
+			continue
+		}
+		if reason := nodeConditionEvents[c.Type][c.Status]; reason != "" {
+			k.nodeStatusEvent(reason)
+		}
+	}
+}
+
+// recordSchedulableEvent records NodeNotSchedulable or NodeSchedulable
+// when spec.unschedulable differs from what the kubelet last saw (false
+// at its start), as the kubelet's status sync does.
+func (k *Kubelet) recordSchedulableEvent(unschedulable bool) {
+	k.mu.Lock()
+	changed := k.lastUnschedulable != unschedulable
+	k.lastUnschedulable = unschedulable
+	k.mu.Unlock()
+	switch {
+	case changed && unschedulable:
+		k.nodeStatusEvent("NodeNotSchedulable")
+	case changed:
+		k.nodeStatusEvent("NodeSchedulable")
+	}
+}
+
+// nodeStatusEvent records a normal event about the node's status in the
+// kubelet's words.
+func (k *Kubelet) nodeStatusEvent(reason string) {
+	k.nodeEvent(corev1.EventTypeNormal, reason, fmt.Sprintf("Node %s status is now: %s", k.cfg.NodeName, reason))
 }
 
 func statusSameIgnoringHeartbeat(a, b corev1.NodeStatus) bool {
