@@ -206,7 +206,7 @@ func TestNodeStatusEvents(t *testing.T) {
 	cs := fake.NewClientset()
 	newKubelet := func() (*Kubelet, *record.FakeRecorder) {
 		k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(),
-			Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30}, ImageFsStat: rt.ImageFsStat, NodeIP: "192.0.2.7"})
+			Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30, StorageBytes: 10 << 30, BootID: "this-boot"}, ImageFsStat: rt.ImageFsStat, NodeIP: "192.0.2.7"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,6 +271,19 @@ func TestNodeStatusEvents(t *testing.T) {
 		if got := drain(rec); !reflect.DeepEqual(got, step.want) {
 			t.Errorf("%s: events %q, want %q", step.what, got, step.want)
 		}
+	}
+
+	// The machine rebooted: a new boot ID.
+	node, err = cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.NodeInfo.BootID = "an-earlier-boot"
+	if _, err := k.updateNodeStatus(ctx, node, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := drain(rec), []string{"Warning Rebooted Node n1 has been rebooted, boot id: this-boot"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events after a reboot: %q, want %q", got, want)
 	}
 
 	// A restarted kubelet finds its node and records its status again.

@@ -233,8 +233,12 @@ var nodeConditionEvents = map[corev1.NodeConditionType]map[corev1.ConditionStatu
 // to st as the kubelet's status setters do ("Node <name> status is now:
 // NodeHasSufficientMemory"): a pressure condition when its status
 // differs from old's (a missing one is Unknown, so a new node status
-// records each); Ready only when old had Ready with another status.
+// records each); Ready only when old had Ready with another status; and
+// Rebooted, a warning, when the boot ID differs from the one old had.
 func (k *Kubelet) recordNodeStatusEvents(old, st corev1.NodeStatus) {
+	if old.NodeInfo.BootID != "" && old.NodeInfo.BootID != st.NodeInfo.BootID {
+		k.nodeEvent(corev1.EventTypeWarning, "Rebooted", fmt.Sprintf("Node %s has been rebooted, boot id: %s", k.cfg.NodeName, st.NodeInfo.BootID))
+	}
 	for _, c := range st.Conditions {
 		var was *corev1.NodeCondition
 		for i := range old.Conditions {
