@@ -13,14 +13,15 @@ FUZZTIME  ?= 20000x
 # drops only under memory pressure. The runtime reads this setting only at
 # start and //go:debug does not take it, hence the linker.
 LDFLAGS   := -X=runtime.godebugDefault=madvdontneed=0
-# The embedded kubectl's client version (`skiff kubectl version`) is the
-# Kubernetes release in go.mod, set as upstream's builds set it
-# (hack/lib/version.sh); internal/kubeversion has the same for the server.
-KUBE_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ { print $$2; exit }' go.mod)
-KUBE_VERSION_PKG := k8s.io/component-base/version
-LDFLAGS   += -X=$(KUBE_VERSION_PKG).gitVersion=$(KUBE_VERSION)+skiff \
-	-X=$(KUBE_VERSION_PKG).gitMajor=$(word 1,$(subst ., ,$(patsubst v%,%,$(KUBE_VERSION)))) \
-	-X=$(KUBE_VERSION_PKG).gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION)))
+# The Kubernetes code linked in reports the release in go.mod, as upstream's
+# builds set it (hack/lib/version.sh): the embedded kubectl's client version
+# (`skiff kubectl version`, component-base) and client-go's user agent;
+# internal/kubeversion has the same for the server (LinkerFlags).
+KUBE_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" && $$2 ~ /^v/ { print $$2; exit }' $(dir $(lastword $(MAKEFILE_LIST)))go.mod)
+KUBE_VERSION_PKGS := k8s.io/component-base/version k8s.io/client-go/pkg/version
+LDFLAGS   += $(foreach pkg,$(KUBE_VERSION_PKGS),-X=$(pkg).gitVersion=$(KUBE_VERSION)+skiff \
+	-X=$(pkg).gitMajor=$(word 1,$(subst ., ,$(patsubst v%,%,$(KUBE_VERSION)))) \
+	-X=$(pkg).gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION))))
 
 .PHONY: all build test vet unit race fuzz e2e deps run clean
 

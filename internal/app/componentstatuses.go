@@ -80,15 +80,16 @@ var errStarting = errors.New("starting: the server has not started it yet")
 
 // inProcessComponent is a component of the server: healthy as its
 // healthz says, "ok" as kube-scheduler's and kube-controller-manager's
-// /healthz answer.
+// /healthz answer. A failure is the message, as upstream's HTTP probe
+// gives a failed /healthz's body or the dial error.
 type inProcessComponent struct{ healthz func() error }
 
 func (c inProcessComponent) DoServerCheck() (probe.Result, string, error) {
 	if c.healthz == nil {
-		return probe.Failure, "", errStarting
+		return probe.Failure, errStarting.Error(), nil
 	}
 	if err := c.healthz(); err != nil {
-		return probe.Failure, "", err
+		return probe.Failure, err.Error(), nil
 	}
 	return probe.Success, "ok", nil
 }

@@ -34,7 +34,7 @@ func TestComponentStatuses(t *testing.T) {
 	if len(servers) != 3 || servers["scheduler"] == nil || servers["controller-manager"] == nil || servers["etcd-0"] == nil {
 		t.Fatalf("servers %v, want scheduler, controller-manager and etcd-0", servers)
 	}
-	starting := want{probe.Failure, "", errStarting.Error()}
+	starting := want{probe.Failure, errStarting.Error(), ""}
 	check(t, "scheduler before it starts", servers["scheduler"], starting)
 	check(t, "controller-manager before it starts", servers["controller-manager"], starting)
 
@@ -46,7 +46,7 @@ func TestComponentStatuses(t *testing.T) {
 	check(t, "scheduler", servers["scheduler"], want{probe.Success, "ok", ""})
 	check(t, "controller-manager", servers["controller-manager"], want{probe.Success, "ok", ""})
 	schedulerHealth = lost
-	check(t, "scheduler that lost its lease", servers["scheduler"], want{probe.Failure, "", lost.Error()})
+	check(t, "scheduler that lost its lease", servers["scheduler"], want{probe.Failure, lost.Error(), ""})
 
 	// --disable-scheduler: kube-apiserver's probe of kube-scheduler.
 	probed, ok := newComponentStatuses(nil, false).servers()["scheduler"].(*componentstatus.HttpServer)

@@ -810,9 +810,7 @@ func SchedulerClientConfig(rc *rest.Config) *rest.Config {
 // scheduler over schedRC's, with the informers of schedInformers (the API
 // server's, lent: one cache of pods, nodes and namespaces for both).
 func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerManager, cs kubernetes.Interface, metrics prometheus.Registerer, withScheduler bool, schedRC *rest.Config, schedInformers informers.SharedInformerFactory, journeys *journey.Recorder, statuses *componentStatuses) error {
-	if statuses != nil {
-		statuses.setControllerManager(cm.healthz)
-	}
+	statuses.setControllerManager(cm.healthz)
 	g.Go(func() error { return cm.run(ctx, cs) })
 	if !withScheduler {
 		return nil
@@ -825,9 +823,7 @@ func startControllers(ctx context.Context, g *errgroup.Group, cm *controllerMana
 	if err != nil {
 		return err
 	}
-	if statuses != nil {
-		statuses.setScheduler(sched.Healthz)
-	}
+	statuses.setScheduler(sched.Healthz)
 	g.Go(func() error { return sched.Run(ctx) })
 	return nil
 }

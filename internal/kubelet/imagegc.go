@@ -234,11 +234,15 @@ func (k *Kubelet) freeImageSpace(ctx context.Context, bytesToFree int64, now tim
 	return freed
 }
 
-// nodeEvent records an event about this node, as the kubelet does (the
-// Node's reference has its name as UID).
+// nodeEvent records an event about this node, as the kubelet does: the
+// Node's reference has the Node's UID once the kubelet has seen it, its
+// name before.
 func (k *Kubelet) nodeEvent(eventType, reason, msg string) {
 	if k.recorder != nil {
 		ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: k.cfg.NodeName, UID: types.UID(k.cfg.NodeName)}
+		if n := k.node.Load(); n != nil && n.UID != "" {
+			ref.UID = n.UID
+		}
 		k.recorder.Event(ref, eventType, reason, msg)
 	}
 }

@@ -156,6 +156,9 @@ type Kubelet struct {
 	// lastUnschedulable is spec.unschedulable as the status sync last saw
 	// it (NodeSchedulable and NodeNotSchedulable events).
 	lastUnschedulable bool
+	// registrationEvents and rebootEvent record those events once per
+	// kubelet.
+	registrationEvents, rebootEvent sync.Once
 
 	imageGC      ImageGCPolicy
 	imageMu      sync.Mutex

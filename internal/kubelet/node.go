@@ -57,8 +57,10 @@ func (k *Kubelet) tryRegister(ctx context.Context) error {
 	// by the scheduler as full ("Too many pods") until the first update.
 	node.Status = k.desiredNodeStatus(ctx, corev1.NodeStatus{})
 	// As the kubelet records them from its new node's status at each
-	// start, whether the create succeeds or the node exists.
-	k.recordNodeStatusEvents(corev1.NodeStatus{}, node.Status)
+	// start, whether the create succeeds or the node exists; once, not
+	// at every attempt (retries a second apart would spend the node's
+	// event budget, 25 and then one per 5 minutes).
+	k.registrationEvents.Do(func() { k.recordNodeStatusEvents(corev1.NodeStatus{}, node.Status) })
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	switch {
 	case err == nil:
@@ -237,7 +239,10 @@ var nodeConditionEvents = map[corev1.NodeConditionType]map[corev1.ConditionStatu
 // Rebooted, a warning, when the boot ID differs from the one old had.
 func (k *Kubelet) recordNodeStatusEvents(old, st corev1.NodeStatus) {
 	if old.NodeInfo.BootID != "" && old.NodeInfo.BootID != st.NodeInfo.BootID {
-		k.nodeEvent(corev1.EventTypeWarning, "Rebooted", fmt.Sprintf("Node %s has been rebooted, boot id: %s", k.cfg.NodeName, st.NodeInfo.BootID))
+		// Once, as upstream's: a post that fails would record it again.
+		k.rebootEvent.Do(func() {
+			k.nodeEvent(corev1.EventTypeWarning, "Rebooted", fmt.Sprintf("Node %s has been rebooted, boot id: %s", k.cfg.NodeName, st.NodeInfo.BootID))
+		})
 	}
 	for _, c := range st.Conditions {
 		var was *corev1.NodeCondition

@@ -22,6 +22,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/plan"
+	"github.com/skiff-sh/skiff/internal/kubeversion"
 )
 
 // probeManager runs the startup, liveness and readiness probes of running
@@ -323,7 +324,8 @@ func (k *Kubelet) runHandler(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 		if err != nil {
 			return false, "", err
 		}
-		req.Header.Set("User-Agent", "kube-probe/1.33")
+		// Upstream's: kube-probe/<major>.<minor> of its release.
+		req.Header.Set("User-Agent", "kube-probe/"+kubeversion.MajorMinor)
 		req.Header.Set("Accept", "*/*")
 		for _, h := range hg.HTTPHeaders {
 			if strings.EqualFold(h.Name, "Host") {

@@ -1,7 +1,7 @@
 // Package kubeversion is the Kubernetes release skiff is built from, and the
 // version skiff reports for it: the API server's /version, the kubelet's
 // node status and the embedded kubectl's client version, as k3s reports its
-// embedded release (v1.33.1+k3s1).
+// embedded release (<release>+k3s1).
 package kubeversion
 
 import (
@@ -28,14 +28,18 @@ const (
 )
 
 // LinkerFlags are the go build -ldflags that give the Kubernetes code linked
-// into skiff (k8s.io/component-base/version: the embedded kubectl's client
-// version, client-go's user agent) the version skiff reports, as upstream's
-// builds set it (hack/lib/version.sh). The Makefile sets the same from
-// go.mod.
+// into skiff the version skiff reports, in the two packages upstream's
+// builds set (hack/lib/version.sh): k8s.io/component-base/version (the
+// embedded kubectl's client version) and k8s.io/client-go/pkg/version
+// (client-go's default user agent, <command>/v1.37.2+skiff). Their commit
+// and build date stay unset. The Makefile sets the same from go.mod.
 func LinkerFlags() string {
-	const pkg = "k8s.io/component-base/version"
 	major, minor, _ := strings.Cut(MajorMinor, ".")
-	return "-X=" + pkg + ".gitVersion=" + GitVersion + " -X=" + pkg + ".gitMajor=" + major + " -X=" + pkg + ".gitMinor=" + minor
+	var flags []string
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		flags = append(flags, "-X="+pkg+".gitVersion="+GitVersion, "-X="+pkg+".gitMajor="+major, "-X="+pkg+".gitMinor="+minor)
+	}
+	return strings.Join(flags, " ")
 }
 
 // Info is /version's answer, as kube-apiserver gives it: the binary's major
@@ -52,7 +56,10 @@ func Info() version.Info {
 				info.GitCommit = s.Value
 			case "vcs.modified":
 				if modified, err := strconv.ParseBool(s.Value); err == nil {
-					info.GitTreeState = map[bool]string{true: "dirty", false: "clean"}[modified]
+					info.GitTreeState = "clean"
+					if modified {
+						info.GitTreeState = "dirty"
+					}
 				}
 			}
 		}
