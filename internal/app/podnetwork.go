@@ -12,6 +12,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -159,7 +162,11 @@ func (p *podNetwork) run(ctx context.Context) error {
 			case <-time.After(5 * time.Second):
 			}
 		}
-		if !p.hasPodCIDR(ctx) {
+		if err := p.waitForPodCIDR(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			slog.Warn("pod network: waiting for the node's pod CIDR", "node", p.nodeName, "err", err)
 			continue
 		}
 		// Each attempt's informers and goroutines end with it: a failed
@@ -185,11 +192,55 @@ func (p *podNetwork) run(ctx context.Context) error {
 	}
 }
 
-// hasPodCIDR says whether the node has its spec.podCIDR yet (node IPAM
-// gives it shortly after the kubelet registers the Node).
-func (p *podNetwork) hasPodCIDR(ctx context.Context) bool {
-	n, err := p.client.CoreV1().Nodes().Get(ctx, p.nodeName, metav1.GetOptions{})
-	return err == nil && n.Spec.PodCIDR != ""
+// waitForPodCIDR returns once the node has its spec.podCIDR (node IPAM
+// gives it shortly after the kubelet registers the Node), watching the
+// Node from a list, as k3s's flannel setup waits for it; the Node need
+// not exist yet.
+func (p *podNetwork) waitForPodCIDR(ctx context.Context) error {
+	nodes := p.client.CoreV1().Nodes()
+	byName := fields.OneTermEqualSelector("metadata.name", p.nodeName).String()
+	hasPodCIDR := func(obj runtime.Object) bool {
+		n, ok := obj.(*corev1.Node)
+		return ok && n.Spec.PodCIDR != ""
+	}
+	for {
+		list, err := nodes.List(ctx, metav1.ListOptions{FieldSelector: byName})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if hasPodCIDR(&list.Items[i]) {
+				return nil
+			}
+		}
+		w, err := nodes.Watch(ctx, metav1.ListOptions{FieldSelector: byName, ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return err
+		}
+		found := func() bool {
+			defer w.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return false
+				case ev, ok := <-w.ResultChan():
+					switch {
+					case !ok || ev.Type == watch.Error:
+						// Ended, or too old a version: listed again.
+						return false
+					case hasPodCIDR(ev.Object):
+						return true
+					}
+				}
+			}
+		}()
+		if found {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 }
 
 // writeKubeconfigOf writes rc (a TLS client config) as a kubeconfig file,

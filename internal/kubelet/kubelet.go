@@ -143,6 +143,9 @@ type Kubelet struct {
 	// Node as last read, which it checks them against.
 	admission admission
 	node      atomic.Pointer[corev1.Node]
+	// statusSync serializes the node status loop and the fast status
+	// update after a start.
+	statusSync sync.Mutex
 
 	mu               sync.Mutex
 	workers          map[types.UID]*podWorker

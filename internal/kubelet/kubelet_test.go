@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -302,4 +303,120 @@ func TestNodeStatusEvents(t *testing.T) {
 	if got := drain(rec2); !reflect.DeepEqual(got, registered) {
 		t.Errorf("events when registering again:\n%q\nwant\n%q", got, registered)
 	}
+}
+
+// TestFastNodeStatusUpdate: a new node gets its pod CIDR after it has
+// registered, and its pod network, then the node, is ready from then on.
+// The kubelet posts Ready at its next 100 ms check, as upstream's, not at
+// its status loop's next tick (an hour here), and stops checking once
+// the node is Ready, or after the two minutes upstream's kubelet waits.
+func TestFastNodeStatusUpdate(t *testing.T) {
+	ctx := context.Background()
+	start := func(t *testing.T, rt *fakeruntime.Runtime, onPodCIDR func(string)) (*fake.Clientset, *testingclock.FakeClock, *record.FakeRecorder, func()) {
+		clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		cs := fake.NewClientset()
+		k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(), Clock: clk,
+			Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30}, ImageFsStat: rt.ImageFsStat, NodeIP: "192.0.2.7",
+			NodeStatusUpdateFrequency: time.Hour, OnPodCIDR: onPodCIDR})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.hostIPs = []string{k.nodeIP()}
+		rec := record.NewFakeRecorder(100)
+		k.recorder = rec
+		if err := k.tryRegister(ctx); err != nil {
+			t.Fatal(err)
+		}
+		loopCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			k.nodeStatusLoop(loopCtx)
+		}()
+		return cs, clk, rec, func() { cancel(); <-done }
+	}
+	nodeGets := func(cs *fake.Clientset) int {
+		n := 0
+		for _, a := range cs.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+				n++
+			}
+		}
+		return n
+	}
+	// steps moves the clock on by period n times, letting the loop run
+	// between steps.
+	steps := func(clk *testingclock.FakeClock, n int, period time.Duration) {
+		for range n {
+			time.Sleep(5 * time.Millisecond)
+			clk.Step(period)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	t.Run("ready when the pod CIDR comes", func(t *testing.T) {
+		rt := fakeruntime.New(fakeruntime.Options{})
+		rt.SetNotReady("NetworkPluginNotReady")
+		// The pod network is configured from the pod CIDR.
+		cs, clk, rec, stop := start(t, rt, func(string) { rt.SetNotReady("") })
+		defer stop()
+		node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nodeReady(node.Status) {
+			t.Fatal("the node is Ready before it has a pod CIDR")
+		}
+		steps(clk, 3, fastStatusUpdatePeriod)
+		// Node IPAM assigns the pod CIDR.
+		node.Spec.PodCIDR, node.Spec.PodCIDRs = "10.42.3.0/24", []string{"10.42.3.0/24"}
+		if _, err := cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			node, err = cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nodeReady(node.Status) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the node is not Ready after its pod CIDR came: %+v", node.Status.Conditions)
+			}
+			steps(clk, 1, fastStatusUpdatePeriod)
+		}
+		var events []string
+		for len(rec.Events) > 0 {
+			events = append(events, <-rec.Events)
+		}
+		if want := "Normal NodeReady Node n1 status is now: NodeReady"; !slices.Contains(events, want) {
+			t.Errorf("events %q, want %q among them", events, want)
+		}
+		// Checks end once the node is Ready.
+		gets := nodeGets(cs)
+		steps(clk, 20, fastStatusUpdatePeriod)
+		if got := nodeGets(cs); got != gets {
+			t.Errorf("the Node was read %d more times after it was Ready", got-gets)
+		}
+	})
+
+	t.Run("gives up after the grace period", func(t *testing.T) {
+		rt := fakeruntime.New(fakeruntime.Options{})
+		rt.SetNotReady("NetworkPluginNotReady")
+		cs, clk, _, stop := start(t, rt, nil)
+		defer stop()
+		steps(clk, 3, fastStatusUpdatePeriod)
+		if nodeGets(cs) == 0 {
+			t.Fatal("the node was never checked while it waited for its pod CIDR")
+		}
+		steps(clk, 1, nodeReadyGracePeriod)
+		steps(clk, 1, fastStatusUpdatePeriod)
+		gets := nodeGets(cs)
+		steps(clk, 20, fastStatusUpdatePeriod)
+		if got := nodeGets(cs); got != gets {
+			t.Errorf("the Node was read %d more times after the grace period", got-gets)
+		}
+	})
 }

@@ -295,7 +295,12 @@ func statusSameIgnoringHeartbeat(a, b corev1.NodeStatus) bool {
 
 // nodeStatusLoop computes the node status every NodeStatusUpdateFrequency
 // and posts it on change, or at least every NodeStatusReportFrequency.
+// Until the node is first Ready, fastNodeStatusUpdate runs beside it.
 func (k *Kubelet) nodeStatusLoop(ctx context.Context) {
+	fastCtx, stopFast := context.WithCancel(ctx)
+	defer stopFast()
+	go k.fastStatusUpdateOnce(fastCtx)
+
 	ticker := k.clock.NewTicker(k.cfg.NodeStatusUpdateFrequency)
 	defer ticker.Stop()
 	lastReport := k.clock.Now()
@@ -305,30 +310,114 @@ func (k *Kubelet) nodeStatusLoop(ctx context.Context) {
 			return
 		case <-ticker.C():
 		}
-		node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			if err := k.tryRegister(ctx); err != nil {
-				slog.Warn("re-register node", "err", err)
-			}
-			continue
-		}
-		if err != nil {
-			slog.Warn("get node", "err", err)
-			continue
-		}
-		k.setPodCIDR(node.Spec.PodCIDR)
-		force := k.clock.Since(lastReport) >= k.cfg.NodeStatusReportFrequency
-		posted, err := k.updateNodeStatus(ctx, node, force)
-		if err != nil {
-			if ctx.Err() == nil {
-				slog.Warn("update node status", "err", err)
-			}
-			continue
-		}
-		if posted {
+		if posted := k.syncNodeStatus(ctx, k.clock.Since(lastReport) >= k.cfg.NodeStatusReportFrequency); posted {
 			lastReport = k.clock.Now()
 		}
 	}
+}
+
+// syncNodeStatus reads the Node (registering it again when it is gone),
+// takes up its pod CIDR and posts the status when it changed or when
+// force is set; it says whether it posted.
+func (k *Kubelet) syncNodeStatus(ctx context.Context, force bool) bool {
+	k.statusSync.Lock()
+	defer k.statusSync.Unlock()
+	node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if err := k.tryRegister(ctx); err != nil {
+			slog.Warn("re-register node", "err", err)
+		}
+		return false
+	}
+	if err != nil {
+		slog.Warn("get node", "err", err)
+		return false
+	}
+	k.setPodCIDR(node.Spec.PodCIDR)
+	posted, err := k.updateNodeStatus(ctx, node, force)
+	if err != nil {
+		if ctx.Err() == nil {
+			slog.Warn("update node status", "err", err)
+		}
+		return false
+	}
+	return posted
+}
+
+// Upstream's kubelet: how often the node is checked for readiness after
+// a start, and for how long (nodeReadyGracePeriod).
+const (
+	fastStatusUpdatePeriod = 100 * time.Millisecond
+	nodeReadyGracePeriod   = 2 * time.Minute
+)
+
+// fastStatusUpdateOnce checks the node every fastStatusUpdatePeriod
+// after a start, as upstream's kubelet does, and posts its status as soon
+// as the kubelet would report it Ready: a new node gets its pod CIDR from
+// node IPAM after registering, and the pod network, then the node, is
+// ready at once instead of at the status loop's next tick. It ends once
+// the node is Ready, after nodeReadyGracePeriod, or with ctx.
+func (k *Kubelet) fastStatusUpdateOnce(ctx context.Context) {
+	start := k.clock.Now()
+	ticker := k.clock.NewTicker(fastStatusUpdatePeriod)
+	defer ticker.Stop()
+	for {
+		if k.clock.Since(start) >= nodeReadyGracePeriod {
+			slog.Warn("node not becoming ready in time after startup", "node", k.cfg.NodeName)
+			return
+		}
+		if k.fastNodeStatusUpdate(ctx) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+// fastNodeStatusUpdate says whether the node is Ready: already, or
+// because it posted the status that makes it so. While the kubelet has a
+// pod CIDR and the runtime is not ready, the Node has nothing to give and
+// is not read.
+func (k *Kubelet) fastNodeStatusUpdate(ctx context.Context) bool {
+	k.statusSync.Lock()
+	defer k.statusSync.Unlock()
+	k.mu.Lock()
+	podCIDR := k.podCIDR
+	k.mu.Unlock()
+	if podCIDR != "" && k.runtimeState(ctx) != nil {
+		return false
+	}
+	node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	if nodeReady(node.Status) {
+		return true
+	}
+	k.setPodCIDR(node.Spec.PodCIDR)
+	if k.runtimeState(ctx) != nil {
+		return false
+	}
+	if _, err := k.updateNodeStatus(ctx, node, true); err != nil {
+		// Tried again at the next check; the status loop reports
+		// lasting errors.
+		slog.Debug("fast node status update", "node", k.cfg.NodeName, "err", err)
+		return false
+	}
+	slog.Info("node status updated as the node just became ready", "node", k.cfg.NodeName)
+	return true
+}
+
+func nodeReady(st corev1.NodeStatus) bool {
+	for _, c := range st.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // leaseLoop creates and renews the node's Lease in kube-node-lease.
