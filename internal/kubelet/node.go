@@ -88,12 +88,12 @@ func (k *Kubelet) tryRegister(ctx context.Context) error {
 	default:
 		return err
 	}
-	// The status is posted again at once, even after a create that
-	// carried it: the pod CIDR set here configures the pod network, which
-	// the runtime then reports ready, and the node is Ready now rather
-	// than at the status loop's next tick.
+	// The pod CIDR set here configures the pod network; the status is
+	// posted when it differs from the Node's (an existing Node's, or
+	// the runtime ready by now), as upstream's status sync. Readiness
+	// that comes later is posted by the fast status update.
 	k.setPodCIDR(node.Spec.PodCIDR)
-	_, err = k.updateNodeStatus(ctx, node, true)
+	_, err = k.updateNodeStatus(ctx, node, false)
 	return err
 }
 
