@@ -195,13 +195,14 @@ func (p *podNetwork) run(ctx context.Context) error {
 // waitForPodCIDR returns once the node has its spec.podCIDR (node IPAM
 // gives it shortly after the kubelet registers the Node), watching the
 // Node from a list, as k3s's flannel setup waits for it; the Node need
-// not exist yet.
+// not exist yet. A watch that ends is followed by a new list a second
+// later.
 func (p *podNetwork) waitForPodCIDR(ctx context.Context) error {
 	nodes := p.client.CoreV1().Nodes()
 	byName := fields.OneTermEqualSelector("metadata.name", p.nodeName).String()
 	hasPodCIDR := func(obj runtime.Object) bool {
 		n, ok := obj.(*corev1.Node)
-		return ok && n.Spec.PodCIDR != ""
+		return ok && n.Name == p.nodeName && n.Spec.PodCIDR != ""
 	}
 	for {
 		list, err := nodes.List(ctx, metav1.ListOptions{FieldSelector: byName})
@@ -228,7 +229,7 @@ func (p *podNetwork) waitForPodCIDR(ctx context.Context) error {
 					case !ok || ev.Type == watch.Error:
 						// Ended, or too old a version: listed again.
 						return false
-					case hasPodCIDR(ev.Object):
+					case ev.Type != watch.Deleted && hasPodCIDR(ev.Object):
 						return true
 					}
 				}
@@ -237,11 +238,16 @@ func (p *podNetwork) waitForPodCIDR(ctx context.Context) error {
 		if found {
 			return nil
 		}
-		if err := ctx.Err(); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(relistDelay):
 		}
 	}
 }
+
+// relistDelay is how long waitForPodCIDR waits after a watch ends.
+const relistDelay = time.Second
 
 // writeKubeconfigOf writes rc (a TLS client config) as a kubeconfig file,
 // for flannel's subnet manager, which reads one.

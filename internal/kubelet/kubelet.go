@@ -144,8 +144,10 @@ type Kubelet struct {
 	admission admission
 	node      atomic.Pointer[corev1.Node]
 	// statusSync serializes the node status loop and the fast status
-	// update after a start.
-	statusSync sync.Mutex
+	// update after a start; lastStatusReport is when either last posted
+	// the status (guarded by it).
+	statusSync       sync.Mutex
+	lastStatusReport time.Time
 
 	mu               sync.Mutex
 	workers          map[types.UID]*podWorker

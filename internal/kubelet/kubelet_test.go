@@ -2,13 +2,17 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -312,12 +316,13 @@ func TestNodeStatusEvents(t *testing.T) {
 // the node is Ready, or after the two minutes upstream's kubelet waits.
 func TestFastNodeStatusUpdate(t *testing.T) {
 	ctx := context.Background()
-	start := func(t *testing.T, rt *fakeruntime.Runtime, onPodCIDR func(string)) (*fake.Clientset, *testingclock.FakeClock, *record.FakeRecorder, func()) {
+	start := func(t *testing.T, rt *fakeruntime.Runtime, podCIDR string, onPodCIDR func(string), reactors ...clienttesting.Reactor) (*fake.Clientset, *testingclock.FakeClock, *record.FakeRecorder, func()) {
 		clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		cs := fake.NewClientset()
+		cs.ReactionChain = append(reactors, cs.ReactionChain...)
 		k, err := New(Config{NodeName: "n1", Client: cs, Runtime: rt, Images: rt, DataDir: t.TempDir(), Clock: clk,
 			Machine: &MachineInfo{CPUs: 2, MemoryBytes: 1 << 30}, ImageFsStat: rt.ImageFsStat, NodeIP: "192.0.2.7",
-			NodeStatusUpdateFrequency: time.Hour, OnPodCIDR: onPodCIDR})
+			NodeStatusUpdateFrequency: time.Hour, PodCIDR: podCIDR, OnPodCIDR: onPodCIDR})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +363,7 @@ func TestFastNodeStatusUpdate(t *testing.T) {
 		rt := fakeruntime.New(fakeruntime.Options{})
 		rt.SetNotReady("NetworkPluginNotReady")
 		// The pod network is configured from the pod CIDR.
-		cs, clk, rec, stop := start(t, rt, func(string) { rt.SetNotReady("") })
+		cs, clk, rec, stop := start(t, rt, "", func(string) { rt.SetNotReady("") })
 		defer stop()
 		node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 		if err != nil {
@@ -402,10 +407,80 @@ func TestFastNodeStatusUpdate(t *testing.T) {
 		}
 	})
 
+	t.Run("with a pod CIDR of its own, reads only the runtime until it is ready", func(t *testing.T) {
+		rt := fakeruntime.New(fakeruntime.Options{})
+		rt.SetNotReady("NetworkPluginNotReady")
+		cs, clk, _, stop := start(t, rt, "10.42.0.0/24", nil)
+		defer stop()
+		steps(clk, 10, fastStatusUpdatePeriod)
+		if n := nodeGets(cs); n != 0 {
+			t.Errorf("the Node was read %d times while the runtime was not ready", n)
+		}
+		// The pod network comes up (flannel's lease, say).
+		rt.SetNotReady("")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nodeReady(node.Status) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the node is not Ready after the runtime was: %+v", node.Status.Conditions)
+			}
+			steps(clk, 1, fastStatusUpdatePeriod)
+		}
+	})
+
+	t.Run("a refused post is tried again, its events recorded once", func(t *testing.T) {
+		rt := fakeruntime.New(fakeruntime.Options{})
+		rt.SetNotReady("NetworkPluginNotReady")
+		// Two status posts refused, as when another writer of the Node
+		// (node IPAM, the ttl controller) came first.
+		var refused atomic.Int32
+		conflict := &clienttesting.SimpleReactor{Verb: "update", Resource: "nodes", Reaction: func(a clienttesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() == "status" && refused.Add(1) <= 2 {
+				return true, nil, apierrors.NewConflict(corev1.Resource("nodes"), "n1", errors.New("the object has been modified"))
+			}
+			return false, nil, nil
+		}}
+		cs, clk, rec, stop := start(t, rt, "10.42.0.0/24", nil, conflict)
+		defer stop()
+		rt.SetNotReady("")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nodeReady(node.Status) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the node is not Ready: %+v", node.Status.Conditions)
+			}
+			steps(clk, 1, fastStatusUpdatePeriod)
+		}
+		if n := refused.Load(); n < 3 {
+			t.Fatalf("%d status posts, want the two refused and one taken", n)
+		}
+		var ready int
+		for len(rec.Events) > 0 {
+			if e := <-rec.Events; strings.Contains(e, " NodeReady ") {
+				ready++
+			}
+		}
+		if ready != 1 {
+			t.Errorf("%d NodeReady events, want 1", ready)
+		}
+	})
+
 	t.Run("gives up after the grace period", func(t *testing.T) {
 		rt := fakeruntime.New(fakeruntime.Options{})
 		rt.SetNotReady("NetworkPluginNotReady")
-		cs, clk, _, stop := start(t, rt, nil)
+		cs, clk, _, stop := start(t, rt, "", nil)
 		defer stop()
 		steps(clk, 3, fastStatusUpdatePeriod)
 		if nodeGets(cs) == 0 {

@@ -208,18 +208,29 @@ func (k *Kubelet) desiredNodeStatus(ctx context.Context, old corev1.NodeStatus) 
 // heartbeat times) or when force is set.
 func (k *Kubelet) updateNodeStatus(ctx context.Context, node *corev1.Node, force bool) (bool, error) {
 	st := k.desiredNodeStatus(ctx, node.Status)
-	k.recordNodeStatusEvents(node.Status, st)
 	k.recordSchedulableEvent(node.Spec.Unschedulable)
 	if !force && statusSameIgnoringHeartbeat(node.Status, st) {
 		k.node.Store(node)
 		return false, nil
 	}
+	return true, k.postNodeStatus(ctx, node, st)
+}
+
+// postNodeStatus posts st as node's status and, once it is taken,
+// records the events of what changed: a post that failed (a conflict) is
+// retried without recording them twice.
+func (k *Kubelet) postNodeStatus(ctx context.Context, node *corev1.Node, st corev1.NodeStatus) error {
+	old := node.Status
 	node = node.DeepCopy()
 	node.Status = st
 	// The node as admission checks pods against: its status as posted.
 	k.node.Store(node)
-	_, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-	return true, err
+	if _, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	k.lastStatusReport = k.clock.Now()
+	k.recordNodeStatusEvents(old, st)
+	return nil
 }
 
 // nodeConditionEvents are the events the kubelet records when a
@@ -297,29 +308,39 @@ func statusSameIgnoringHeartbeat(a, b corev1.NodeStatus) bool {
 // and posts it on change, or at least every NodeStatusReportFrequency.
 // Until the node is first Ready, fastNodeStatusUpdate runs beside it.
 func (k *Kubelet) nodeStatusLoop(ctx context.Context) {
+	k.statusSync.Lock()
+	if k.lastStatusReport.IsZero() {
+		// Registration read or posted it just now.
+		k.lastStatusReport = k.clock.Now()
+	}
+	k.statusSync.Unlock()
 	fastCtx, stopFast := context.WithCancel(ctx)
-	defer stopFast()
-	go k.fastStatusUpdateOnce(fastCtx)
+	fastDone := make(chan struct{})
+	go func() {
+		defer close(fastDone)
+		k.fastStatusUpdateOnce(fastCtx)
+	}()
+	defer func() {
+		stopFast()
+		<-fastDone
+	}()
 
 	ticker := k.clock.NewTicker(k.cfg.NodeStatusUpdateFrequency)
 	defer ticker.Stop()
-	lastReport := k.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C():
 		}
-		if posted := k.syncNodeStatus(ctx, k.clock.Since(lastReport) >= k.cfg.NodeStatusReportFrequency); posted {
-			lastReport = k.clock.Now()
-		}
+		k.syncNodeStatus(ctx)
 	}
 }
 
 // syncNodeStatus reads the Node (registering it again when it is gone),
-// takes up its pod CIDR and posts the status when it changed or when
-// force is set; it says whether it posted.
-func (k *Kubelet) syncNodeStatus(ctx context.Context, force bool) bool {
+// takes up its pod CIDR and posts the status when it changed, or when
+// NodeStatusReportFrequency has passed since the last post.
+func (k *Kubelet) syncNodeStatus(ctx context.Context) {
 	k.statusSync.Lock()
 	defer k.statusSync.Unlock()
 	node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
@@ -327,21 +348,17 @@ func (k *Kubelet) syncNodeStatus(ctx context.Context, force bool) bool {
 		if err := k.tryRegister(ctx); err != nil {
 			slog.Warn("re-register node", "err", err)
 		}
-		return false
+		return
 	}
 	if err != nil {
 		slog.Warn("get node", "err", err)
-		return false
+		return
 	}
 	k.setPodCIDR(node.Spec.PodCIDR)
-	posted, err := k.updateNodeStatus(ctx, node, force)
-	if err != nil {
-		if ctx.Err() == nil {
-			slog.Warn("update node status", "err", err)
-		}
-		return false
+	force := k.clock.Since(k.lastStatusReport) >= k.cfg.NodeStatusReportFrequency
+	if _, err := k.updateNodeStatus(ctx, node, force); err != nil && ctx.Err() == nil {
+		slog.Warn("update node status", "err", err)
 	}
-	return posted
 }
 
 // Upstream's kubelet: how often the node is checked for readiness after
@@ -378,9 +395,9 @@ func (k *Kubelet) fastStatusUpdateOnce(ctx context.Context) {
 }
 
 // fastNodeStatusUpdate says whether the node is Ready: already, or
-// because it posted the status that makes it so. While the kubelet has a
-// pod CIDR and the runtime is not ready, the Node has nothing to give and
-// is not read.
+// because it posted the status that makes it so; a status that is not
+// Ready is left to the status loop. While the kubelet has a pod CIDR and
+// the runtime is not ready, the Node has nothing to give and is not read.
 func (k *Kubelet) fastNodeStatusUpdate(ctx context.Context) bool {
 	k.statusSync.Lock()
 	defer k.statusSync.Unlock()
@@ -398,11 +415,13 @@ func (k *Kubelet) fastNodeStatusUpdate(ctx context.Context) bool {
 		return true
 	}
 	k.setPodCIDR(node.Spec.PodCIDR)
-	if k.runtimeState(ctx) != nil {
+	st := k.desiredNodeStatus(ctx, node.Status)
+	if !nodeReady(st) {
 		return false
 	}
-	if _, err := k.updateNodeStatus(ctx, node, true); err != nil {
-		// Tried again at the next check; the status loop reports
+	if err := k.postNodeStatus(ctx, node, st); err != nil {
+		// Read and tried again at the next check (a conflict with
+		// another writer of the Node, say); the status loop reports
 		// lasting errors.
 		slog.Debug("fast node status update", "node", k.cfg.NodeName, "err", err)
 		return false
