@@ -275,7 +275,7 @@ func TestNodeStatusEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		node.Spec.Unschedulable = step.unschedulable
-		if _, err := k.updateNodeStatus(ctx, node, false); err != nil {
+		if err := k.updateNodeStatus(ctx, node, false); err != nil {
 			t.Fatal(err)
 		}
 		if got := drain(rec); !reflect.DeepEqual(got, step.want) {
@@ -291,7 +291,7 @@ func TestNodeStatusEvents(t *testing.T) {
 	}
 	node.Status.NodeInfo.BootID = "an-earlier-boot"
 	for range 2 {
-		if _, err := k.updateNodeStatus(ctx, node.DeepCopy(), false); err != nil {
+		if err := k.updateNodeStatus(ctx, node.DeepCopy(), false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -359,6 +359,26 @@ func TestFastNodeStatusUpdate(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	// waitReady moves the clock on until the Node shows Ready, failing
+	// with what after 10 s.
+	waitReady := func(t *testing.T, cs *fake.Clientset, clk *testingclock.FakeClock, what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nodeReady(node.Status) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", what, node.Status.Conditions)
+			}
+			steps(clk, 1, fastStatusUpdatePeriod)
+		}
+	}
+
 	t.Run("ready when the pod CIDR comes", func(t *testing.T) {
 		rt := fakeruntime.New(fakeruntime.Options{})
 		rt.SetNotReady("NetworkPluginNotReady")
@@ -378,20 +398,7 @@ func TestFastNodeStatusUpdate(t *testing.T) {
 		if _, err := cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			node, err = cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if nodeReady(node.Status) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the node is not Ready after its pod CIDR came: %+v", node.Status.Conditions)
-			}
-			steps(clk, 1, fastStatusUpdatePeriod)
-		}
+		waitReady(t, cs, clk, "the node is not Ready after its pod CIDR came")
 		// Recorded once the post is taken, after the Node shows it.
 		if want, events := "Normal NodeReady Node n1 status is now: NodeReady", waitForEvent(rec, " NodeReady "); !slices.Contains(events, want) {
 			t.Errorf("events %q, want %q among them", events, want)
@@ -415,20 +422,7 @@ func TestFastNodeStatusUpdate(t *testing.T) {
 		}
 		// The pod network comes up (flannel's lease, say).
 		rt.SetNotReady("")
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if nodeReady(node.Status) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the node is not Ready after the runtime was: %+v", node.Status.Conditions)
-			}
-			steps(clk, 1, fastStatusUpdatePeriod)
-		}
+		waitReady(t, cs, clk, "the node is not Ready after the runtime was")
 	})
 
 	t.Run("a refused post is tried again, its events recorded once", func(t *testing.T) {
@@ -446,20 +440,7 @@ func TestFastNodeStatusUpdate(t *testing.T) {
 		cs, clk, rec, stop := start(t, rt, "10.42.0.0/24", nil, conflict)
 		defer stop()
 		rt.SetNotReady("")
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			node, err := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if nodeReady(node.Status) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the node is not Ready: %+v", node.Status.Conditions)
-			}
-			steps(clk, 1, fastStatusUpdatePeriod)
-		}
+		waitReady(t, cs, clk, "the node is not Ready")
 		if n := refused.Load(); n < 3 {
 			t.Fatalf("%d status posts, want the two refused and one taken", n)
 		}

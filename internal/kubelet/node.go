@@ -93,8 +93,7 @@ func (k *Kubelet) tryRegister(ctx context.Context) error {
 	// the runtime ready by now), as upstream's status sync. Readiness
 	// that comes later is posted by the fast status update.
 	k.setPodCIDR(node.Spec.PodCIDR)
-	_, err = k.updateNodeStatus(ctx, node, false)
-	return err
+	return k.updateNodeStatus(ctx, node, false)
 }
 
 // setPodCIDR records the pod CIDR in use (spec.podCIDR, else the
@@ -206,14 +205,14 @@ func (k *Kubelet) desiredNodeStatus(ctx context.Context, old corev1.NodeStatus) 
 
 // updateNodeStatus posts the node's status when it changed (ignoring
 // heartbeat times) or when force is set.
-func (k *Kubelet) updateNodeStatus(ctx context.Context, node *corev1.Node, force bool) (bool, error) {
+func (k *Kubelet) updateNodeStatus(ctx context.Context, node *corev1.Node, force bool) error {
 	st := k.desiredNodeStatus(ctx, node.Status)
 	k.recordSchedulableEvent(node.Spec.Unschedulable)
 	if !force && statusSameIgnoringHeartbeat(node.Status, st) {
 		k.node.Store(node)
-		return false, nil
+		return nil
 	}
-	return true, k.postNodeStatus(ctx, node, st)
+	return k.postNodeStatus(ctx, node, st)
 }
 
 // postNodeStatus posts st as node's status and, once it is taken,
@@ -306,7 +305,7 @@ func statusSameIgnoringHeartbeat(a, b corev1.NodeStatus) bool {
 
 // nodeStatusLoop computes the node status every NodeStatusUpdateFrequency
 // and posts it on change, or at least every NodeStatusReportFrequency.
-// Until the node is first Ready, fastNodeStatusUpdate runs beside it.
+// Until the node is first Ready, fastStatusUpdateOnce runs beside it.
 func (k *Kubelet) nodeStatusLoop(ctx context.Context) {
 	k.statusSync.Lock()
 	if k.lastStatusReport.IsZero() {
@@ -356,7 +355,7 @@ func (k *Kubelet) syncNodeStatus(ctx context.Context) {
 	}
 	k.setPodCIDR(node.Spec.PodCIDR)
 	force := k.clock.Since(k.lastStatusReport) >= k.cfg.NodeStatusReportFrequency
-	if _, err := k.updateNodeStatus(ctx, node, force); err != nil && ctx.Err() == nil {
+	if err := k.updateNodeStatus(ctx, node, force); err != nil && ctx.Err() == nil {
 		slog.Warn("update node status", "err", err)
 	}
 }
